@@ -1,0 +1,49 @@
+# ncclrun build and checks. `make test` is what CI runs (.ci/run).
+GO      ?= go
+BIN     ?= bin/ncclrun
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
+LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
+IMAGE   ?= ncclrun:dev
+BASE_IMAGE ?= ubuntu:24.04
+FUZZTIME ?= 10s
+
+export CGO_ENABLED := 0
+
+.PHONY: build test unit vet cross fuzz-short demo bench image integration clean
+
+build:
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/ncclrun
+
+# The test command of README.md: vet, unit tests with the race detector,
+# the cross-builds that keep the build tags honest, and a short fuzz run.
+test: vet unit cross fuzz-short
+
+vet:
+	$(GO) vet ./...
+	@if command -v staticcheck >/dev/null 2>&1; then staticcheck ./...; else echo "staticcheck not installed: skipped (CI installs it)"; fi
+
+unit:
+	CGO_ENABLED=1 $(GO) test -race -count=1 ./...
+
+cross:
+	GOOS=linux GOARCH=arm64 $(GO) build -o /dev/null ./...
+	GOOS=darwin GOARCH=arm64 $(GO) build -o /dev/null ./...
+
+fuzz-short:
+	scripts/fuzz-short.sh $(FUZZTIME)
+
+demo: build
+	$(BIN) demo
+
+bench: build
+	scripts/bench.sh
+
+image: build
+	docker build -f Dockerfile.base --build-arg BASE_IMAGE=$(BASE_IMAGE) -t $(IMAGE) .
+
+integration: build
+	$(GO) test -count=1 -tags integration ./integration/...
+
+clean:
+	rm -rf bin dist

@@ -1,0 +1,10 @@
+// Command ncclrun is an entrypoint shim for distributed GPU training: it
+// checks what NCCL needs, fixes what it may, supervises the command and
+// explains NCCL failures. See README.md.
+package main
+
+import "os"
+
+func main() {
+	os.Exit(run(os.Args, os.Stdin, os.Stdout, os.Stderr))
+}

@@ -1,0 +1,39 @@
+package diagnosis
+
+// This file is the contract between diagnosis and cmd/ncclrun. Extend it
+// (new fields, new functions); do not rename or remove what is here.
+
+// Diagnosis is one cause found in the output, deduplicated across ranks
+// (CONTRACT.md "explain --json").
+type Diagnosis struct {
+	ID        string   `json:"id"`
+	Title     string   `json:"title"`
+	Count     int      `json:"count"` // processes (host+pid) that reported it
+	Lines     int      `json:"lines"` // matching lines
+	Hosts     []string `json:"hosts"`
+	FirstLine string   `json:"first_line"`
+	Cause     string   `json:"cause"`
+	Fix       string   `json:"fix"`
+	// Certainty is "certain" or "likely" (with How telling how to be sure).
+	Certainty string `json:"certainty,omitempty"`
+	How       string `json:"how,omitempty"`
+}
+
+// Facts are what preflight saw, which decide what a log alone cannot.
+// The zero value means "unknown" (explain on a saved log).
+type Facts struct {
+	Known bool
+	// MemlockAdequate: CMD ran with unlimited (or >= need) memlock or
+	// CAP_IPC_LOCK effective, so a verbs ENOMEM is not memlock.
+	MemlockAdequate bool
+	// Seen describes the state in words for the memlock message, e.g.
+	// "RLIMIT_MEMLOCK 64 KiB (soft=hard), uid 1000, CAP_IPC_LOCK in the bounding set only".
+	Seen string
+	// Platform is "kubernetes", "docker", "slurm" or "host".
+	Platform string
+	// MemlockFix is the platform's fix from preflight, used instead of the
+	// catalog's generic fix for memlock.
+	MemlockFix string
+	// ShmBytes is the size of /dev/shm (0 unknown).
+	ShmBytes int64
+}

@@ -1,0 +1,81 @@
+package launcher
+
+// This file is the contract between launcher and cmd/ncclrun. Extend it
+// (new fields, new functions); do not rename or remove what is here.
+
+import (
+	"io"
+	"syscall"
+	"time"
+)
+
+// Stream names one of the child's output streams.
+type Stream int
+
+// The child's output streams.
+const (
+	Stdout Stream = 1
+	Stderr Stream = 2
+)
+
+// LineFunc receives a copy of each complete line the child wrote (without
+// the newline, at most MaxLine bytes; longer lines are cut and the rest is
+// dropped from the tap only, never from the relay). It is called from one
+// goroutine at a time and must not retain line.
+type LineFunc func(s Stream, line []byte)
+
+// MaxLine is the longest line handed to a LineFunc.
+const MaxLine = 64 << 10
+
+// Config describes one child. The zero value of each field means "as
+// ncclrun itself is" (its stdio, its environment, its credentials).
+type Config struct {
+	// Path is the command as given (looked up in PATH like exec.LookPath);
+	// Args are its arguments without the command itself.
+	Path string
+	Args []string
+	// Env is the complete environment of the child; nil inherits os.Environ().
+	Env []string
+
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+	// OnLine, when set, taps a copy of the child's output for diagnosis.
+	OnLine LineFunc
+
+	// User runs the child as this user ("name", "uid", "name:group",
+	// "uid:gid") with the user's own supplementary groups only.
+	User string
+	// AmbientIPCLock starts the child with CAP_IPC_LOCK in its ambient set
+	// (ncclrun must hold it in its permitted set).
+	AmbientIPCLock bool
+	// DropCaps removes these capabilities (names like "IPC_LOCK" or
+	// "CAP_IPC_LOCK") from every set of the child, bounding included.
+	DropCaps []string
+	// Memlock, when non-nil, sets the child's RLIMIT_MEMLOCK (soft, hard;
+	// -1 = unlimited).
+	Memlock *[2]int64
+
+	// KillAfter is how long after forwarding a terminating signal the
+	// whole remaining process tree is killed; 0 means DefaultKillAfter.
+	KillAfter time.Duration
+}
+
+// DefaultKillAfter is the default grace period of --kill-after.
+const DefaultKillAfter = 30 * time.Second
+
+// Result is how the child ended.
+type Result struct {
+	// ExitCode is the status ncclrun exits with: the child's code, or
+	// 128+N when signal N killed it.
+	ExitCode int
+	// Signal is the signal that killed the child, 0 if it exited.
+	Signal syscall.Signal
+}
+
+// MemlockChange reports RaiseMemlock's work.
+type MemlockChange struct {
+	Before, After [2]int64 // soft, hard; -1 = unlimited
+	// Err is why the hard limit could not be raised (nil when it was, or
+	// when it was unlimited already); raising soft to hard never fails.
+	HardErr error
+}

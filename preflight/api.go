@@ -1,0 +1,142 @@
+package preflight
+
+// This file is the contract between preflight and cmd/ncclrun. Extend it
+// (new fields, new functions); do not rename or remove what is here.
+
+// Status is the verdict of one check.
+type Status string
+
+// The verdicts of a check, from best to worst.
+const (
+	OK   Status = "ok"
+	Warn Status = "warn"
+	Fail Status = "fail"
+	Skip Status = "skip"
+)
+
+// Check ids of CONTRACT.md.
+const (
+	IDMemlock      = "memlock"
+	IDCapabilities = "capabilities"
+	IDRDMA         = "rdma"
+	IDShm          = "shm"
+	IDGPU          = "gpu"
+	IDGPUDirect    = "gpudirect"
+	IDNetwork      = "network"
+	IDEnvironment  = "environment"
+)
+
+// Result is one check's outcome, serialised as CONTRACT.md's check object.
+type Result struct {
+	ID      string         `json:"id"`
+	Status  Status         `json:"status"`
+	Summary string         `json:"summary"`
+	Fix     string         `json:"fix,omitempty"`
+	Details map[string]any `json:"details,omitempty"`
+}
+
+// Environment says which platform ncclrun runs on and why it thinks so.
+// Kind is one of "kubernetes", "docker", "slurm", "host".
+type Environment struct {
+	Kind   string   `json:"kind"`
+	Reason string   `json:"reason"`
+	Clues  []string `json:"clues,omitempty"`
+}
+
+// Report is the whole of doctor's answer (CONTRACT.md "doctor --json").
+type Report struct {
+	Environment Environment `json:"environment"`
+	Checks      []Result    `json:"checks"`
+	// Command is the state CMD will start in; it is also carried in
+	// capabilities.details.command. Not serialised at the top level.
+	Command CommandState `json:"-"`
+}
+
+// Failed reports whether any check failed.
+func (r Report) Failed() bool {
+	for _, c := range r.Checks {
+		if c.Status == Fail {
+			return true
+		}
+	}
+	return false
+}
+
+// Check returns the result with the given id, and false when there is none.
+func (r Report) Check(id string) (Result, bool) {
+	for _, c := range r.Checks {
+		if c.ID == id {
+			return c, true
+		}
+	}
+	return Result{}, false
+}
+
+// Rlimit is a soft/hard pair in bytes; Unlimited (-1) means RLIM_INFINITY.
+type Rlimit struct {
+	Soft int64 `json:"soft"`
+	Hard int64 `json:"hard"`
+}
+
+// Unlimited is the value of an unlimited rlimit in Rlimit and in JSON.
+const Unlimited int64 = -1
+
+// Plan is what the launcher will do to CMD's credentials; preflight uses it
+// to report the state CMD will run in, not only ncclrun's own.
+// The zero Plan means: same user, no capability dropped, limits unchanged.
+type Plan struct {
+	// User is the --user value ("" = keep ncclrun's uid). Resolved under Root.
+	User string
+	// DropCaps are capability names (e.g. "CAP_IPC_LOCK" or "IPC_LOCK") that
+	// --drop-cap removes from CMD.
+	DropCaps []string
+	// Memlock, when non-nil, is the --memlock value forced on CMD.
+	Memlock *Rlimit
+}
+
+// Options configure Run. The zero value checks the live system with the
+// documented defaults.
+type Options struct {
+	// Root is the directory every fact is read under; "" or "/" is the
+	// live system, where probes that need system calls also run.
+	Root string
+	// Env is the environment CMD will get (KEY=VALUE), used for
+	// NCCL_SOCKET_IFNAME, NCCL_IB_HCA, NCCL_CONF_FILE, SLURM_*, KUBERNETES_*.
+	// nil means os.Environ().
+	Env []string
+	// MinMemlock is the locked memory CMD must be able to pin; 0 means
+	// DefaultMinMemlock.
+	MinMemlock int64
+	// Probe, when > 0, pins that many bytes with mlock(2) in a child with
+	// CMD's credentials (live system only).
+	Probe int64
+	// MemlockBefore is the limit as found before the launcher raised it
+	// (nil: nothing was raised, before == after).
+	MemlockBefore *Rlimit
+	// Plan is what the launcher will do to CMD.
+	Plan Plan
+}
+
+// DefaultMinMemlock is the default of --min-memlock; see README for why.
+const DefaultMinMemlock int64 = 1 << 30
+
+// CommandState is what CMD will run with (capabilities.details.command).
+type CommandState struct {
+	UID              int  `json:"uid"`
+	GID              int  `json:"gid"`
+	IPCLockEffective bool `json:"ipc_lock_effective"`
+	// Via is "inherited", "ambient" or "none".
+	Via string `json:"via"`
+	// Ambient tells the launcher to raise CAP_IPC_LOCK into CMD's ambient set.
+	Ambient bool `json:"-"`
+	// Memlock is the limit CMD will start with.
+	Memlock Rlimit `json:"memlock"`
+}
+
+// EnvSuggestion is a variable preflight proved right for this node
+// (CONTRACT.md: NCCL_IB_* only where preflight proves a value right).
+type EnvSuggestion struct {
+	Name   string `json:"name"`
+	Value  string `json:"value"`
+	Reason string `json:"reason"`
+}
