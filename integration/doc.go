@@ -1,0 +1,17 @@
+// Package integration holds ncclrun's container suite: Go tests with the
+// build tag "integration" that run ncclrun and a raw probe (testdata/capprobe)
+// in real Docker containers and check what the runtime really gives a
+// process (memlock, capability sets, no_new_privs, file capabilities) and
+// what ncclrun makes of it (doctor's verdicts, run's diagnosis, PID 1
+// behaviour).
+//
+// Run it with `make integration` (go test -count=1 -tags integration
+// ./integration/...). Without a Docker engine the tests skip, except under
+// CI=true, where they fail. Set NCCLRUN_INTEGRATION_TABLE=FILE to have the
+// suite write the observed scenario table (docs/containers.md) to FILE.
+//
+// There is no registry: every image is built FROM scratch or from a root
+// file system the suite assembles from host binaries and `docker import`s.
+// Containers and images carry the label ncclrun.integration=<run id> and are
+// removed when the suite ends.
+package integration
