@@ -5,7 +5,9 @@ go 1.26.0
 require (
 	github.com/creack/pty v1.1.24
 	github.com/hashicorp/go-multierror v1.1.1
+	github.com/klauspost/compress v1.18.0
 	github.com/stretchr/testify v1.12.1
+	github.com/ulikunitz/xz v0.5.12
 	github.com/urfave/cli/v2 v2.27.7
 	golang.org/x/sys v0.50.0
 	k8s.io/api v0.37.2

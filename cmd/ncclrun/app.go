@@ -1,13 +1,276 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/ncclrun/ncclrun/launcher"
 )
 
-// run is ncclrun with its arguments and stdio; it returns the exit status.
-// (Skeleton: being written.)
-func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fmt.Fprintln(stderr, "ncclrun: not yet")
-	return 2
+// Set by the Makefile: -ldflags '-X main.version=... -X main.commit=...'.
+var (
+	version = "dev"
+	commit  = "unknown"
+)
+
+// Flag names shared by every command (accepted before the command and after it).
+const (
+	flagRoot           = "root"
+	flagStrict         = "strict"
+	flagNoWatch        = "no-watch"
+	flagReport         = "report"
+	flagTerminationLog = "termination-log"
+	flagNCCLDebug      = "nccl-debug"
+	flagMemlock        = "memlock"
+	flagDropCap        = "drop-cap"
+	flagQuiet          = "quiet"
+	flagUser           = "user"
+	flagKillAfter      = "kill-after"
+	flagMinMemlock     = "min-memlock"
+	flagProbe          = "probe"
+	flagNoIB           = "no-ib"
+	flagNCCLIB         = "nccl-ib"
+	flagJSON           = "json"
+	flagFormat         = "format"
+)
+
+// envName is the NCCLRUN_* variable of a flag: --kill-after -> NCCLRUN_KILL_AFTER.
+func envName(flag string) string {
+	return "NCCLRUN_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
 }
+
+// globalFlags are new instances of the flags every command accepts; urfave
+// flags hold parse state, so each command gets its own.
+func globalFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: flagRoot, Usage: "read the system from files under `DIR` instead of the live system (tests, snapshots)", EnvVars: []string{envName(flagRoot)}},
+		&cli.BoolFlag{Name: flagStrict, Usage: "do not start CMD when a preflight check failed (exit 78)", EnvVars: []string{envName(flagStrict)}},
+		&cli.BoolFlag{Name: flagNoWatch, Usage: "exec CMD in place after preflight and env: no relay, no diagnosis", EnvVars: []string{envName(flagNoWatch)}},
+		&cli.StringFlag{Name: flagReport, Usage: "write a JSON report to `FILE` when CMD exits", EnvVars: []string{envName(flagReport)}},
+		&cli.StringFlag{Name: flagTerminationLog, Usage: "write the termination message to `PATH` (default /dev/termination-log in Kubernetes)", EnvVars: []string{envName(flagTerminationLog)}},
+		&cli.StringFlag{Name: flagNCCLDebug, Usage: "NCCL_DEBUG `LEVEL` to set when unset", Value: "WARN", EnvVars: []string{envName(flagNCCLDebug)}},
+		&cli.StringFlag{Name: flagMemlock, Usage: "start CMD with RLIMIT_MEMLOCK `SIZE` (or SOFT:HARD)", EnvVars: []string{envName(flagMemlock)}},
+		&cli.StringSliceFlag{Name: flagDropCap, Usage: "drop capability `CAP` from CMD (repeatable, comma list)", EnvVars: []string{envName(flagDropCap)}},
+		&cli.BoolFlag{Name: flagQuiet, Usage: "silence preflight warnings and the exit summary (never a diagnosis)", EnvVars: []string{envName(flagQuiet)}},
+		&cli.StringFlag{Name: flagUser, Usage: "run CMD as `USER[:GROUP]` with the user's own groups", EnvVars: []string{envName(flagUser)}},
+		&cli.DurationFlag{Name: flagKillAfter, Usage: "after forwarding a terminating signal, kill the process tree after `DURATION`", Value: launcher.DefaultKillAfter, EnvVars: []string{envName(flagKillAfter)}},
+		&cli.StringFlag{Name: flagMinMemlock, Usage: "locked memory `SIZE` CMD must be able to pin (default 1GiB)", EnvVars: []string{envName(flagMinMemlock)}},
+		&cli.StringFlag{Name: flagProbe, Usage: "pin `SIZE` bytes with mlock in a child with CMD's credentials", EnvVars: []string{envName(flagProbe)}},
+		&cli.BoolFlag{Name: flagNoIB, Usage: "set NCCL_IB_DISABLE=1 (when unset)", EnvVars: []string{envName(flagNoIB)}},
+		&cli.StringFlag{Name: flagNCCLIB, Usage: "`on|off`: off adds no NCCL_IB_* variable at all", Value: "on", EnvVars: []string{envName(flagNCCLIB)}},
+	}
+}
+
+// valueFlags and boolFlags drive normalize: which global words take a value.
+var (
+	valueFlags = map[string]bool{
+		flagRoot: true, flagReport: true, flagTerminationLog: true, flagNCCLDebug: true,
+		flagMemlock: true, flagDropCap: true, flagUser: true, flagKillAfter: true,
+		flagMinMemlock: true, flagProbe: true, flagNCCLIB: true,
+	}
+	boolFlags = map[string]bool{
+		flagStrict: true, flagNoWatch: true, flagQuiet: true, flagNoIB: true,
+		"help": true, "h": true,
+	}
+)
+
+// commandNames are the words that select a subcommand in first position.
+var commandNames = map[string]bool{
+	"run": true, "doctor": true, "explain": true, "env": true, "version": true,
+	"demo": true, "fake-nccl": true, "probe-mlock": true, "help": true,
+}
+
+// normalize rewrites argv so that urfave sees `ncclrun COMMAND FLAGS... ARGS...`:
+// global flags before the command move after it, and a first non-flag word
+// that is not a command (or anything after `--`) makes the command `run`.
+// Flags stop at the first non-flag word: `ncclrun torchrun --nproc-per-node 8`
+// leaves --nproc-per-node to torchrun, and `ncclrun -- doctor` runs a program
+// named doctor.
+func normalize(args []string) []string {
+	if len(args) == 0 {
+		args = []string{"ncclrun"}
+	}
+	prog, rest := args[0], args[1:]
+	out := func(cmd string, globals, tail []string) []string {
+		r := make([]string, 0, len(args)+1)
+		r = append(r, prog, cmd)
+		r = append(r, globals...)
+		return append(r, tail...)
+	}
+	help := false
+	i := 0
+	for i < len(rest) {
+		a := rest[i]
+		if a == "--" {
+			return out("run", rest[:i], rest[i:])
+		}
+		if a == "-" || !strings.HasPrefix(a, "-") {
+			break
+		}
+		name, _, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		switch {
+		case valueFlags[name]:
+			if hasValue {
+				i++
+			} else {
+				i += 2
+			}
+		case boolFlags[name]:
+			help = help || name == "help" || name == "h"
+			i++
+		default:
+			// Unknown flag: run's parser reports it as a usage error.
+			return out("run", nil, rest)
+		}
+	}
+	if i >= len(rest) {
+		if help {
+			return []string{prog, "--help"}
+		}
+		return out("run", nil, rest)
+	}
+	word := rest[i]
+	if !commandNames[word] {
+		return out("run", rest[:i], rest[i:])
+	}
+	if word == "fake-nccl" {
+		// Its arguments belong to the workload, unparsed.
+		return out(word, nil, rest[i+1:])
+	}
+	return out(word, rest[:i], rest[i+1:])
+}
+
+// env is what the commands share: stdio and the process environment.
+type env struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	environ        []string
+}
+
+// newApp builds the CLI. Errors come back from Run; nothing in here exits.
+func newApp(e *env) *cli.App {
+	onUsage := func(_ *cli.Context, err error, _ bool) error {
+		return &usageError{err}
+	}
+	withGlobals := func(extra ...cli.Flag) []cli.Flag { return append(globalFlags(), extra...) }
+	app := &cli.App{
+		Name:  "ncclrun",
+		Usage: "check, fix and supervise a distributed GPU training command; explain NCCL failures",
+		UsageText: "ncclrun [flags] [--] CMD [ARGS...]\n" +
+			"ncclrun doctor [--json] [--probe SIZE] [--min-memlock SIZE]\n" +
+			"ncclrun explain [--json] [FILE|-]...\n" +
+			"ncclrun env [--format shell|json]\n" +
+			"ncclrun version",
+		HideVersion:    true,
+		Reader:         e.stdin,
+		Writer:         e.stdout,
+		ErrWriter:      e.stderr,
+		ExitErrHandler: func(*cli.Context, error) {},
+		OnUsageError:   onUsage,
+		Flags:          globalFlags(), // shown by --help; parsed by each command after normalize
+		Commands: []*cli.Command{
+			{
+				Name:         "run",
+				Usage:        "preflight, compose NCCL env, supervise CMD and diagnose its output",
+				ArgsUsage:    "[--] CMD [ARGS...]",
+				Flags:        withGlobals(),
+				OnUsageError: onUsage,
+				Action:       func(c *cli.Context) error { return cmdRun(c, e) },
+			},
+			{
+				Name:         "doctor",
+				Usage:        "preflight only: a table (or JSON) of checks",
+				Flags:        withGlobals(&cli.BoolFlag{Name: flagJSON, Usage: "print CONTRACT.md's doctor JSON", EnvVars: []string{envName(flagJSON)}}),
+				OnUsageError: onUsage,
+				Action:       func(c *cli.Context) error { return cmdDoctor(c, e) },
+			},
+			{
+				Name:         "explain",
+				Usage:        "diagnose saved logs (stdin when no file; gzip, bzip2, zstd, xz read transparently)",
+				ArgsUsage:    "[FILE|-]...",
+				Flags:        withGlobals(&cli.BoolFlag{Name: flagJSON, Usage: "print {\"diagnoses\": [...]}", EnvVars: []string{envName(flagJSON)}}),
+				OnUsageError: onUsage,
+				Action:       func(c *cli.Context) error { return cmdExplain(c, e) },
+			},
+			{
+				Name:         "env",
+				Usage:        "the variables run would add to CMD's environment",
+				Flags:        withGlobals(&cli.StringFlag{Name: flagFormat, Usage: "`shell|json`", Value: "shell", EnvVars: []string{envName(flagFormat)}}),
+				OnUsageError: onUsage,
+				Action:       func(c *cli.Context) error { return cmdEnv(c, e) },
+			},
+			{
+				Name:         "version",
+				Usage:        "print version, commit and Go version",
+				Flags:        withGlobals(),
+				OnUsageError: onUsage,
+				Action:       func(c *cli.Context) error { return cmdVersion(c, e) },
+			},
+			{
+				Name:         "demo",
+				Usage:        "show a failing run under a default container's limits, its diagnosis, then the fixed run",
+				Flags:        withGlobals(),
+				OnUsageError: onUsage,
+				Action:       func(c *cli.Context) error { return cmdDemo(c, e) },
+			},
+			{
+				Name:            "fake-nccl",
+				Hidden:          true,
+				SkipFlagParsing: true,
+				Action:          func(c *cli.Context) error { return cmdFakeNCCL(c, e) },
+			},
+			{
+				Name:         "probe-mlock",
+				Hidden:       true,
+				ArgsUsage:    "SIZE",
+				Flags:        []cli.Flag{&cli.BoolFlag{Name: "ambient", Usage: "raise CAP_IPC_LOCK from permitted to effective first, as CMD's ambient set would"}},
+				OnUsageError: onUsage,
+				Action:       func(c *cli.Context) error { return cmdProbeMlock(c, e) },
+			},
+		},
+	}
+	return app
+}
+
+// run is ncclrun with its arguments and stdio; it returns the exit status.
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	e := &env{stdin: stdin, stdout: stdout, stderr: stderr, environ: os.Environ()}
+	err := newApp(e).RunContext(context.Background(), normalize(args))
+	return exitStatus(err, stderr)
+}
+
+// sizeFlag parses a size flag; "" gives def.
+func sizeFlag(c *cli.Context, name string, def int64) (int64, error) {
+	s := c.String(name)
+	if s == "" {
+		return def, nil
+	}
+	n, err := parseSize(s)
+	if err != nil {
+		return 0, usagef("--%s: %v", name, err)
+	}
+	return n, nil
+}
+
+// killAfter reads --kill-after, refusing negative values.
+func killAfter(c *cli.Context) (time.Duration, error) {
+	d := c.Duration(flagKillAfter)
+	if d < 0 {
+		return 0, usagef("--%s: %v is negative", flagKillAfter, d)
+	}
+	return d, nil
+}
+
+var errNoCommand = errors.New("no command given (usage: ncclrun [flags] [--] CMD [ARGS...]; see ncclrun --help)")
+
+// liveRoot reports whether root names the live system.
+func liveRoot(root string) bool { return root == "" || root == "/" }
+
+func fprintf(w io.Writer, format string, args ...any) { _, _ = fmt.Fprintf(w, format, args...) }

@@ -6,5 +6,6 @@ package main
 import "os"
 
 func main() {
+	maybeTrampoline()
 	os.Exit(run(os.Args, os.Stdin, os.Stdout, os.Stderr))
 }

@@ -1,0 +1,275 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/ncclrun/ncclrun/diagnosis"
+	"github.com/ncclrun/ncclrun/internal/units"
+	"github.com/ncclrun/ncclrun/launcher"
+	"github.com/ncclrun/ncclrun/preflight"
+)
+
+// settings are the global flags, parsed and checked once.
+type settings struct {
+	root       string
+	strict     bool
+	noWatch    bool
+	report     string
+	termLog    string
+	ncclDebug  string
+	memlock    *preflight.Rlimit
+	dropCaps   []string
+	quiet      bool
+	user       string
+	killAfter  int64 // nanoseconds, kept as time.Duration in launcher.Config
+	minMemlock int64
+	probe      int64
+	noIB       bool
+	ncclIB     bool
+}
+
+func parseSize(s string) (int64, error) { return units.ParseSize(s) }
+
+// capNames are the capability names the kernel knows (capability(7)).
+var capNames = map[string]bool{}
+
+func init() {
+	for _, n := range strings.Fields(`CHOWN DAC_OVERRIDE DAC_READ_SEARCH FOWNER FSETID KILL SETGID SETUID
+		SETPCAP LINUX_IMMUTABLE NET_BIND_SERVICE NET_BROADCAST NET_ADMIN NET_RAW IPC_LOCK IPC_OWNER
+		SYS_MODULE SYS_RAWIO SYS_CHROOT SYS_PTRACE SYS_PACCT SYS_ADMIN SYS_BOOT SYS_NICE SYS_RESOURCE
+		SYS_TIME SYS_TTY_CONFIG MKNOD LEASE AUDIT_WRITE AUDIT_CONTROL SETFCAP MAC_OVERRIDE MAC_ADMIN
+		SYSLOG WAKE_ALARM BLOCK_SUSPEND AUDIT_READ PERFMON BPF CHECKPOINT_RESTORE`) {
+		capNames[n] = true
+	}
+}
+
+var userRE = regexp.MustCompile(`^[A-Za-z0-9_.][A-Za-z0-9_.-]*(:[A-Za-z0-9_.][A-Za-z0-9_.-]*)?$`)
+
+// parseSettings reads and validates the global flags; every mistake is a
+// usage error naming the flag.
+func parseSettings(c *cli.Context) (settings, error) {
+	s := settings{
+		root:      c.String(flagRoot),
+		strict:    c.Bool(flagStrict),
+		noWatch:   c.Bool(flagNoWatch),
+		report:    c.String(flagReport),
+		termLog:   c.String(flagTerminationLog),
+		ncclDebug: strings.TrimSpace(c.String(flagNCCLDebug)),
+		quiet:     c.Bool(flagQuiet),
+		user:      c.String(flagUser),
+		noIB:      c.Bool(flagNoIB),
+	}
+	if s.ncclDebug == "" {
+		return s, usagef("--%s: empty level (want e.g. WARN, INFO, TRACE)", flagNCCLDebug)
+	}
+	if v := c.String(flagMemlock); v != "" {
+		soft, hard, ok := strings.Cut(v, ":")
+		sv, err := parseSize(soft)
+		if err != nil {
+			return s, usagef("--%s: %v", flagMemlock, err)
+		}
+		hv := sv
+		if ok {
+			if hv, err = parseSize(hard); err != nil {
+				return s, usagef("--%s: %v", flagMemlock, err)
+			}
+			if hv != units.Unlimited && (sv == units.Unlimited || sv > hv) {
+				return s, usagef("--%s: soft limit %s is above hard limit %s", flagMemlock, units.FormatSize(sv), units.FormatSize(hv))
+			}
+		}
+		s.memlock = &preflight.Rlimit{Soft: sv, Hard: hv}
+	}
+	for _, v := range c.StringSlice(flagDropCap) {
+		for _, name := range strings.Split(v, ",") {
+			name = strings.TrimSpace(name)
+			if name == "" {
+				continue
+			}
+			n := strings.TrimPrefix(strings.ToUpper(name), "CAP_")
+			if !capNames[n] {
+				return s, usagef("--%s: unknown capability %q", flagDropCap, name)
+			}
+			s.dropCaps = append(s.dropCaps, "CAP_"+n)
+		}
+	}
+	if s.user != "" && !userRE.MatchString(s.user) {
+		return s, usagef("--%s: %q is not USER[:GROUP]", flagUser, s.user)
+	}
+	d, err := killAfter(c)
+	if err != nil {
+		return s, err
+	}
+	s.killAfter = int64(d)
+	if s.minMemlock, err = sizeFlag(c, flagMinMemlock, 0); err != nil {
+		return s, err
+	}
+	if s.minMemlock == units.Unlimited {
+		return s, usagef("--%s: must be a size, not unlimited", flagMinMemlock)
+	}
+	if s.probe, err = sizeFlag(c, flagProbe, 0); err != nil {
+		return s, err
+	}
+	if s.probe == units.Unlimited {
+		return s, usagef("--%s: must be a size, not unlimited", flagProbe)
+	}
+	switch strings.ToLower(c.String(flagNCCLIB)) {
+	case "on", "true", "1", "yes":
+		s.ncclIB = true
+	case "off", "false", "0", "no":
+		s.ncclIB = false
+	default:
+		return s, usagef("--%s: %q is not on or off", flagNCCLIB, c.String(flagNCCLIB))
+	}
+	return s, nil
+}
+
+// plan is what the launcher will do to CMD, for preflight.
+func (s settings) plan() preflight.Plan {
+	return preflight.Plan{User: s.user, DropCaps: s.dropCaps, Memlock: s.memlock}
+}
+
+// minMemlockOrDefault is --min-memlock with preflight's documented default.
+func (s settings) minMemlockOrDefault() int64 {
+	if s.minMemlock > 0 {
+		return s.minMemlock
+	}
+	return preflight.DefaultMinMemlock
+}
+
+// launcherMemlock converts --memlock for launcher.Config.
+func (s settings) launcherMemlock() *[2]int64 {
+	if s.memlock == nil {
+		return nil
+	}
+	return &[2]int64{s.memlock.Soft, s.memlock.Hard}
+}
+
+// envAdds are the variables run would add, before ComposeEnv drops those
+// already set: NCCL_DEBUG, NCCL_IB_DISABLE with --no-ib, and preflight's
+// proven NCCL_IB_* values unless --nccl-ib=off.
+func (s settings) envAdds(r preflight.Report) []launcher.EnvVar {
+	adds := []launcher.EnvVar{{
+		Name: "NCCL_DEBUG", Value: s.ncclDebug,
+		Reason: "so that NCCL prints its failures at all (ncclrun diagnoses them from the output)",
+	}}
+	if s.noIB && s.ncclIB {
+		adds = append(adds, launcher.EnvVar{Name: "NCCL_IB_DISABLE", Value: "1", Reason: "--no-ib"})
+	}
+	if s.ncclIB {
+		for _, sg := range preflight.SuggestEnv(r) {
+			if s.noIB && strings.HasPrefix(sg.Name, "NCCL_IB_") {
+				continue // IB is off: no other IB setting matters
+			}
+			adds = append(adds, launcher.EnvVar{Name: sg.Name, Value: sg.Value, Reason: sg.Reason})
+		}
+	}
+	return adds
+}
+
+// composeEnv is the environment CMD gets and the variables added to it.
+func (s settings) composeEnv(base []string, r preflight.Report, extra ...launcher.EnvVar) ([]string, []launcher.EnvVar) {
+	preset, _ := preflight.NCCLConfig(s.root, base)
+	env, added := launcher.ComposeEnv(base, append(s.envAdds(r), extra...), preset)
+	sort.Slice(added, func(i, j int) bool { return added[i].Name < added[j].Name })
+	return env, added
+}
+
+// facts turn preflight's report into what the matcher needs to tell
+// memlock from other registration failures.
+func facts(r preflight.Report, minMemlock int64) diagnosis.Facts {
+	cs := r.Command
+	f := diagnosis.Facts{
+		Known:    true,
+		Platform: r.Environment.Kind,
+		MemlockAdequate: cs.IPCLockEffective || cs.Memlock.Soft == preflight.Unlimited ||
+			(minMemlock > 0 && cs.Memlock.Soft >= minMemlock),
+		Seen: seen(cs),
+	}
+	if m, ok := r.Check(preflight.IDMemlock); ok {
+		f.MemlockFix = m.Fix
+	}
+	if sh, ok := r.Check(preflight.IDShm); ok {
+		f.ShmBytes = detailInt(sh.Details, "size_bytes")
+	}
+	return f
+}
+
+// seen is one sentence of CMD's memlock state, e.g. "RLIMIT_MEMLOCK 64 KiB
+// (soft=hard), uid 1000, CAP_IPC_LOCK not effective".
+func seen(cs preflight.CommandState) string {
+	lim := "RLIMIT_MEMLOCK " + units.FormatSize(cs.Memlock.Soft)
+	if cs.Memlock.Soft == cs.Memlock.Hard {
+		lim += " (soft=hard)"
+	} else {
+		lim += " (hard " + units.FormatSize(cs.Memlock.Hard) + ")"
+	}
+	capState := "CAP_IPC_LOCK not effective"
+	if cs.IPCLockEffective {
+		capState = "CAP_IPC_LOCK effective"
+		if cs.Via != "" && cs.Via != "none" {
+			capState += " (" + cs.Via + ")"
+		}
+	}
+	return fmt.Sprintf("%s, uid %d, %s", lim, cs.UID, capState)
+}
+
+// detailInt reads a numeric detail whatever Go type preflight stored it as.
+func detailInt(d map[string]any, key string) int64 {
+	switch v := d[key].(type) {
+	case int:
+		return int64(v)
+	case int64:
+		return v
+	case uint64:
+		return int64(v)
+	case float64:
+		return int64(v)
+	}
+	return 0
+}
+
+// isTorchrun reports whether CMD is torchrun (or python -m torch.distributed.run).
+func isTorchrun(path string, args []string) bool {
+	base := filepath.Base(path)
+	if base == "torchrun" {
+		return true
+	}
+	if !strings.HasPrefix(base, "python") {
+		return false
+	}
+	for i, a := range args {
+		switch {
+		case a == "-m" && i+1 < len(args):
+			m := args[i+1]
+			return m == "torch.distributed.run" || m == "torch.distributed.launch"
+		case a == "-mtorch.distributed.run", a == "-mtorch.distributed.launch":
+			return true
+		case !strings.HasPrefix(a, "-"):
+			return false // a script: not the torch launcher
+		}
+	}
+	return false
+}
+
+// lookupEnv finds name in a KEY=VALUE list.
+func lookupEnv(env []string, name string) (string, bool) {
+	for i := len(env) - 1; i >= 0; i-- {
+		if k, v, ok := strings.Cut(env[i], "="); ok && k == name {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+// fileExists reports whether p names an existing file of any kind.
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}

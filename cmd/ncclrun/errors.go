@@ -1,0 +1,115 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os/exec"
+	"syscall"
+)
+
+// Exit statuses of ncclrun itself (CONTRACT.md "Exit status of run"). A
+// child's own status passes through unchanged.
+const (
+	ExitOK             = 0
+	ExitCheckFailed    = 1   // doctor: a check failed
+	ExitUsage          = 2   // bad flag, bad size, no CMD, unreadable explain input
+	ExitStrict         = 78  // --strict and a preflight check failed (EX_CONFIG)
+	ExitInternal       = 125 // ncclrun could not supervise CMD (docker run's convention)
+	ExitNotExecutable  = 126 // CMD exists but cannot be executed
+	ExitNotFound       = 127 // CMD not found
+	exitSignalBase     = 128
+	maxChildExitStatus = 255
+)
+
+// usageError is a mistake in ncclrun's own command line or input: one line
+// on stderr and ExitUsage.
+type usageError struct{ err error }
+
+func (e *usageError) Error() string { return e.err.Error() }
+func (e *usageError) Unwrap() error { return e.err }
+
+func usagef(format string, args ...any) error {
+	return &usageError{fmt.Errorf(format, args...)}
+}
+
+// statusError carries an exit status whose explanation, if any, has already
+// been printed (the child's status, doctor's verdict, --strict).
+type statusError struct{ code int }
+
+func (e *statusError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
+func exitWith(code int) error {
+	if code == 0 {
+		return nil
+	}
+	return &statusError{code}
+}
+
+// startError is launcher's failure to start CMD, with the command name for
+// the one-line message.
+type startError struct {
+	cmd string
+	err error
+}
+
+func (e *startError) Error() string { return fmt.Sprintf("%s: %v", e.cmd, e.err) }
+func (e *startError) Unwrap() error { return e.err }
+
+// exitCoder is what launcher's typed start errors implement.
+type exitCoder interface{ ExitCode() int }
+
+// exitStatus is the one mapping from an error to ncclrun's exit status; it
+// prints the one-line message the error calls for on stderr.
+func exitStatus(err error, stderr io.Writer) int {
+	var (
+		ue *usageError
+		se *statusError
+		st *startError
+		ec exitCoder
+	)
+	switch {
+	case err == nil:
+		return ExitOK
+	case errors.As(err, &se):
+		return se.code
+	case errors.As(err, &ue):
+		fmt.Fprintf(stderr, "ncclrun: %v\n", ue.err)
+		return ExitUsage
+	case errors.As(err, &st):
+		code := startExitCode(st.err)
+		switch code {
+		case ExitNotFound:
+			fmt.Fprintf(stderr, "ncclrun: %s: command not found (%v)\n", st.cmd, st.err)
+		case ExitNotExecutable:
+			fmt.Fprintf(stderr, "ncclrun: %s: cannot execute (%v)\n", st.cmd, st.err)
+		default:
+			fmt.Fprintf(stderr, "ncclrun: %s: %v\n", st.cmd, st.err)
+		}
+		return code
+	case errors.As(err, &ec) && ec.ExitCode() > 0:
+		fmt.Fprintf(stderr, "ncclrun: %v\n", err)
+		return ec.ExitCode()
+	default:
+		fmt.Fprintf(stderr, "ncclrun: %v\n", err)
+		return ExitInternal
+	}
+}
+
+// startExitCode classifies a failure to start CMD as bash and tini do: 127
+// not found, 126 found but not executable, ExitInternal otherwise.
+func startExitCode(err error) int {
+	var ec exitCoder
+	switch {
+	case errors.As(err, &ec) && (ec.ExitCode() == ExitNotFound || ec.ExitCode() == ExitNotExecutable):
+		return ec.ExitCode()
+	case errors.Is(err, exec.ErrNotFound), errors.Is(err, fs.ErrNotExist):
+		return ExitNotFound
+	case errors.Is(err, fs.ErrPermission), errors.Is(err, syscall.ENOEXEC),
+		errors.Is(err, syscall.EISDIR), errors.Is(err, exec.ErrDot):
+		return ExitNotExecutable
+	default:
+		return ExitInternal
+	}
+}

@@ -1,0 +1,169 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/ncclrun/ncclrun/diagnosis"
+	"github.com/ncclrun/ncclrun/preflight"
+)
+
+// msgLines writes text as ncclrun messages: every line prefixed with
+// "ncclrun: " and indent, in one Write so it does not interleave with the
+// child's relayed stderr.
+func msgLines(indent, text string) []byte {
+	var b bytes.Buffer
+	for _, l := range strings.Split(strings.TrimRight(text, "\n"), "\n") {
+		b.WriteString("ncclrun: " + indent + l + "\n")
+	}
+	return b.Bytes()
+}
+
+// checkMessage renders a check as run prints it: `ncclrun: <id>: <summary>`
+// and `ncclrun:   fix: ...`.
+func checkMessage(c preflight.Result) []byte {
+	var b bytes.Buffer
+	b.Write(msgLines("", c.ID+": "+c.Summary))
+	if c.Fix != "" {
+		b.Write(msgLines("  ", "fix: "+c.Fix))
+	}
+	return b.Bytes()
+}
+
+// printChecks prints the checks whose status is in want, in report order.
+func printChecks(w io.Writer, r preflight.Report, want ...preflight.Status) {
+	var b bytes.Buffer
+	for _, c := range r.Checks {
+		for _, s := range want {
+			if c.Status == s {
+				b.Write(checkMessage(c))
+			}
+		}
+	}
+	_, _ = w.Write(b.Bytes())
+}
+
+// diagnosisMessage is how run prints a diagnosis when first seen: the
+// headline (title and cause), then the fix.
+func diagnosisMessage(d diagnosis.Diagnosis) []byte {
+	var b bytes.Buffer
+	head := d.Title
+	if d.Cause != "" {
+		head += ": " + d.Cause
+	}
+	b.Write(msgLines("", head))
+	if d.Fix != "" {
+		b.Write(msgLines("  ", "fix: "+d.Fix))
+	}
+	if d.Certainty == "likely" && d.How != "" {
+		b.Write(msgLines("  ", "to be sure: "+d.How))
+	}
+	return b.Bytes()
+}
+
+// plural renders "1 process" / "3 processes".
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return fmt.Sprintf("%d %s", n, one)
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}
+
+// reach says who reported a diagnosis: "16 processes on node-a, node-b (48 lines)".
+func reach(d diagnosis.Diagnosis) string {
+	s := plural(d.Count, "process", "processes")
+	if len(d.Hosts) > 0 {
+		s += " on " + strings.Join(d.Hosts, ", ")
+	}
+	return s + " (" + plural(d.Lines, "line", "lines") + ")"
+}
+
+// summaryMessage is run's summary at exit, one line per diagnosis.
+func summaryMessage(ds []diagnosis.Diagnosis, exitCode int, sig string) []byte {
+	var b bytes.Buffer
+	how := fmt.Sprintf("exit status %d", exitCode)
+	if sig != "" {
+		how = fmt.Sprintf("killed by %s, exit status %d", sig, exitCode)
+	}
+	b.Write(msgLines("", fmt.Sprintf("summary: %s found in the output of CMD (%s)",
+		plural(len(ds), "cause", "causes"), how)))
+	for _, d := range ds {
+		b.Write(msgLines("  ", fmt.Sprintf("%s: %s, %s", d.ID, d.Title, reach(d))))
+	}
+	return b.Bytes()
+}
+
+// writeDoctorTable renders doctor's human output: the environment, then
+// an aligned table of check, status, summary, fix.
+func writeDoctorTable(w io.Writer, r preflight.Report) error {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "environment: %s", r.Environment.Kind)
+	if r.Environment.Reason != "" {
+		fmt.Fprintf(&b, " (%s)", r.Environment.Reason)
+	}
+	b.WriteString("\n\n")
+	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "CHECK\tSTATUS\tSUMMARY\tFIX")
+	for _, c := range r.Checks {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", c.ID, c.Status, oneLine(c.Summary), oneLine(c.Fix))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := w.Write(b.Bytes())
+	return err
+}
+
+// oneLine keeps a table cell on one line.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}
+
+// writeExplain renders explain's human output.
+func writeExplain(w io.Writer, ds []diagnosis.Diagnosis) error {
+	var b bytes.Buffer
+	if len(ds) == 0 {
+		b.WriteString("no NCCL failure found\n")
+	}
+	for i, d := range ds {
+		if i > 0 {
+			b.WriteString("\n")
+		}
+		fmt.Fprintf(&b, "%s: %s\n", d.ID, d.Title)
+		fmt.Fprintf(&b, "  seen:  %s\n", reach(d))
+		if d.FirstLine != "" {
+			fmt.Fprintf(&b, "  first: %s\n", d.FirstLine)
+		}
+		if d.Cause != "" {
+			fmt.Fprintf(&b, "  cause: %s\n", d.Cause)
+		}
+		if d.Fix != "" {
+			fmt.Fprintf(&b, "  fix:   %s\n", d.Fix)
+		}
+		if d.Certainty == "likely" && d.How != "" {
+			fmt.Fprintf(&b, "  to be sure: %s\n", d.How)
+		}
+	}
+	_, err := w.Write(b.Bytes())
+	return err
+}
+
+// writeJSON writes v as indented JSON and a newline.
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
+
+// nonNil keeps an empty list an empty JSON array, not null.
+func nonNil(ds []diagnosis.Diagnosis) []diagnosis.Diagnosis {
+	if ds == nil {
+		return []diagnosis.Diagnosis{}
+	}
+	return ds
+}

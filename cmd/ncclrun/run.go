@@ -1,0 +1,290 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/urfave/cli/v2"
+	"golang.org/x/sys/unix"
+
+	"github.com/ncclrun/ncclrun/diagnosis"
+	"github.com/ncclrun/ncclrun/launcher"
+	"github.com/ncclrun/ncclrun/preflight"
+)
+
+// defaultTerminationLog is where Kubernetes reads a container's termination
+// message from.
+const defaultTerminationLog = "/dev/termination-log"
+
+// terminationLimit is the size Kubernetes keeps of a termination message.
+const terminationLimit = 4096
+
+// runReport is the JSON of --report FILE (CONTRACT.md).
+type runReport struct {
+	Preflight     preflight.Report      `json:"preflight"`
+	EnvAdded      map[string]envEntry   `json:"env_added"`
+	Diagnoses     []diagnosis.Diagnosis `json:"diagnoses"`
+	ExitCode      int                   `json:"exit_code"`
+	Signal        *string               `json:"signal"`
+	TorchrunError *torchrunError        `json:"torchrun_error,omitempty"`
+	Command       []string              `json:"command"`
+	Version       string                `json:"ncclrun_version"`
+}
+
+// preflightOptions are the options run and doctor share. On the live
+// system it first raises ncclrun's own memlock as run does (once: call it
+// once per process) and records the limit as found.
+func preflightOptions(s settings, environ []string) preflight.Options {
+	opts := preflight.Options{
+		Root:       s.root,
+		Env:        environ,
+		MinMemlock: s.minMemlock,
+		Plan:       s.plan(),
+	}
+	if liveRoot(s.root) {
+		if mc, err := launcher.RaiseMemlock(); err == nil {
+			opts.MemlockBefore = &preflight.Rlimit{Soft: mc.Before[0], Hard: mc.Before[1]}
+		}
+	}
+	return opts
+}
+
+// preflightFor raises memlock and runs preflight without a probe.
+func preflightFor(ctx context.Context, s settings, environ []string) preflight.Report {
+	return preflight.Run(ctx, preflightOptions(s, environ))
+}
+
+func cmdRun(c *cli.Context, e *env) error {
+	s, err := parseSettings(c)
+	if err != nil {
+		return err
+	}
+	if c.NArg() == 0 {
+		return &usageError{errNoCommand}
+	}
+	path, args := c.Args().First(), c.Args().Tail()
+	if path == "" {
+		return usagef("empty command name")
+	}
+
+	report := preflightFor(c.Context, s, e.environ)
+	if s.strict && report.Failed() {
+		printChecks(e.stderr, report, preflight.Fail)
+		fprintf(e.stderr, "ncclrun: --strict: a preflight check failed; %s not started\n", path)
+		return exitWith(ExitStrict)
+	}
+	if !s.quiet {
+		printChecks(e.stderr, report, preflight.Warn, preflight.Fail)
+	}
+
+	// torchrun writes the first failing rank's exception to
+	// TORCHELASTIC_ERROR_FILE; ask for it unless the user already did.
+	var extra []launcher.EnvVar
+	var torchFile string
+	if _, set := lookupEnv(e.environ, "TORCHELASTIC_ERROR_FILE"); !set && !s.noWatch && isTorchrun(path, args) {
+		if dir, err := os.MkdirTemp("", "ncclrun-torchelastic-"); err == nil {
+			defer os.RemoveAll(dir)
+			if s.user != "" {
+				_ = os.Chmod(dir, 0o1777) // CMD runs as another user and must create the file
+			}
+			torchFile = filepath.Join(dir, "error.json")
+			extra = append(extra, launcher.EnvVar{Name: "TORCHELASTIC_ERROR_FILE", Value: torchFile,
+				Reason: "torchrun writes the first failing rank's exception there for ncclrun's report"})
+		}
+	}
+	childEnv, added := s.composeEnv(e.environ, report, extra...)
+	args = launcher.MPIRunArgs(path, args, added)
+
+	cfg := launcher.Config{
+		Path: path, Args: args, Env: childEnv,
+		Stdin: e.stdin, Stdout: e.stdout, Stderr: e.stderr,
+		User:           s.user,
+		AmbientIPCLock: report.Command.Ambient,
+		DropCaps:       s.dropCaps,
+		Memlock:        s.launcherMemlock(),
+		KillAfter:      time.Duration(s.killAfter),
+	}
+	if s.noWatch {
+		err := launcher.Exec(cfg) // returns only on failure
+		return &startError{cmd: path, err: err}
+	}
+
+	m := diagnosis.NewMatcher(facts(report, s.minMemlockOrDefault()))
+	var mu sync.Mutex // OnLine is called from one goroutine at a time; the lock also orders Diagnoses after it
+	cfg.OnLine = func(_ launcher.Stream, line []byte) {
+		mu.Lock()
+		defer mu.Unlock()
+		if d := m.Feed(line); d != nil {
+			_, _ = e.stderr.Write(diagnosisMessage(*d))
+		}
+	}
+	res, err := launcher.Run(cfg)
+	if err != nil {
+		return &startError{cmd: path, err: err}
+	}
+	mu.Lock()
+	ds := m.Diagnoses()
+	mu.Unlock()
+
+	sigName := ""
+	if res.Signal != 0 {
+		sigName = unix.SignalName(res.Signal)
+		if sigName == "" {
+			sigName = fmt.Sprintf("signal %d", int(res.Signal))
+		}
+	}
+	if !s.quiet && len(ds) > 0 {
+		_, _ = e.stderr.Write(summaryMessage(ds, res.ExitCode, sigName))
+	}
+	var te *torchrunError
+	if torchFile != "" {
+		te = readTorchrunError(torchFile)
+	}
+
+	if s.report != "" {
+		rr := runReport{
+			Preflight: report, EnvAdded: envMap(added), Diagnoses: nonNil(ds),
+			ExitCode: res.ExitCode, TorchrunError: te,
+			Command: append([]string{path}, args...), Version: version,
+		}
+		if sigName != "" {
+			rr.Signal = &sigName
+		}
+		if err := writeFileJSON(s.report, rr); err != nil {
+			fprintf(e.stderr, "ncclrun: warning: --report: %v\n", err)
+		}
+	}
+	if tl := terminationLogPath(s, report); tl != "" && (len(ds) > 0 || res.ExitCode != 0) {
+		msg := terminationText(ds, res.ExitCode, sigName, te)
+		if err := os.WriteFile(tl, []byte(msg), 0o644); err != nil {
+			fprintf(e.stderr, "ncclrun: warning: termination log: %v\n", err)
+		}
+	}
+	return exitWith(res.ExitCode)
+}
+
+// terminationLogPath is --termination-log, or /dev/termination-log when
+// running live in Kubernetes and it exists; "" for none.
+func terminationLogPath(s settings, r preflight.Report) string {
+	if s.termLog != "" {
+		return s.termLog
+	}
+	if liveRoot(s.root) && r.Environment.Kind == "kubernetes" && fileExists(defaultTerminationLog) {
+		return defaultTerminationLog
+	}
+	return ""
+}
+
+// terminationText is the termination message: the diagnoses, or when none
+// was found, how CMD ended (and torchrun's first failure).
+func terminationText(ds []diagnosis.Diagnosis, code int, sig string, te *torchrunError) string {
+	if len(ds) > 0 {
+		return terminationMessage(ds, terminationLimit)
+	}
+	var b bytes.Buffer
+	if sig != "" {
+		fmt.Fprintf(&b, "ncclrun: CMD was killed by %s (exit status %d); no NCCL failure found in its output\n", sig, code)
+	} else {
+		fmt.Fprintf(&b, "ncclrun: CMD exited with status %d; no NCCL failure found in its output\n", code)
+	}
+	if te != nil && te.Message != "" {
+		fmt.Fprintf(&b, "torchrun: first failure: %s\n", te.Message)
+	}
+	return truncate(b.String(), terminationLimit)
+}
+
+// truncate cuts s to at most n bytes without splitting a UTF-8 sequence.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && n < len(s) && s[n]&0xC0 == 0x80 {
+		n--
+	}
+	return s[:n]
+}
+
+// envEntry is one variable in env's JSON and the report's env_added.
+type envEntry struct {
+	Value  string `json:"value"`
+	Reason string `json:"reason"`
+}
+
+func envMap(added []launcher.EnvVar) map[string]envEntry {
+	m := make(map[string]envEntry, len(added))
+	for _, a := range added {
+		m[a.Name] = envEntry{Value: a.Value, Reason: a.Reason}
+	}
+	return m
+}
+
+// writeFileJSON writes v as JSON to path, atomically where the directory allows.
+func writeFileJSON(path string, v any) error {
+	var b bytes.Buffer
+	if err := writeJSON(&b, v); err != nil {
+		return fmt.Errorf("encode %q: %w", path, err)
+	}
+	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+		return fmt.Errorf("write %q: %w", path, err)
+	}
+	return nil
+}
+
+// torchrunError is the first failing rank's exception from torchrun's error
+// file: {"message": {"message": "...", "extraInfo": {"py_callstack": ..., "timestamp": ...}}}.
+type torchrunError struct {
+	Message   string `json:"message"`
+	Traceback string `json:"traceback,omitempty"`
+	Timestamp string `json:"timestamp,omitempty"`
+	ErrorCode *int   `json:"error_code,omitempty"`
+}
+
+// readTorchrunError reads torchrun's error file; nil when there is none or
+// it cannot be understood.
+func readTorchrunError(path string) *torchrunError {
+	data, err := os.ReadFile(path)
+	if err != nil || len(data) == 0 {
+		return nil
+	}
+	return parseTorchrunError(data)
+}
+
+func parseTorchrunError(data []byte) *torchrunError {
+	var raw struct {
+		Message   json.RawMessage `json:"message"`
+		ErrorCode *int            `json:"errorCode"`
+	}
+	if json.Unmarshal(data, &raw) != nil || len(raw.Message) == 0 {
+		return nil
+	}
+	te := &torchrunError{ErrorCode: raw.ErrorCode}
+	var str string
+	if json.Unmarshal(raw.Message, &str) == nil {
+		te.Message = str
+		return te
+	}
+	var obj struct {
+		Message   string `json:"message"`
+		ExtraInfo struct {
+			PyCallstack string          `json:"py_callstack"`
+			Timestamp   json.RawMessage `json:"timestamp"`
+		} `json:"extraInfo"`
+	}
+	if json.Unmarshal(raw.Message, &obj) != nil {
+		return nil
+	}
+	te.Message, te.Traceback = obj.Message, obj.ExtraInfo.PyCallstack
+	var ts string
+	if json.Unmarshal(obj.ExtraInfo.Timestamp, &ts) == nil {
+		te.Timestamp = ts
+	} else if len(obj.ExtraInfo.Timestamp) > 0 {
+		te.Timestamp = string(obj.ExtraInfo.Timestamp)
+	}
+	return te
+}
