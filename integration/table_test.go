@@ -84,5 +84,8 @@ func writeTable() error {
 		}
 		fmt.Fprintf(&b, "%s %s | %s | %s | %s | %s |\n", raw, n.Memlock, n.Caps, n.Via, yn(n.ChildMlock), diag)
 	}
+	if fc := fileCapTable(); fc != "" {
+		b.WriteString("\n" + fc)
+	}
 	return os.WriteFile(path, []byte(b.String()), 0o644)
 }
