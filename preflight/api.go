@@ -110,6 +110,12 @@ type Options struct {
 	// Probe, when > 0, pins that many bytes with mlock(2) in a child with
 	// CMD's credentials (live system only).
 	Probe int64
+	// Prober pins size bytes with mlock(2) (never mlockall: it counts the
+	// whole address space) in a child started with exactly CMD's
+	// credentials and limits, and returns why it could not. It is called
+	// once when Probe > 0 on the live system; nil means no probe runs (the
+	// memlock details say it was skipped). cmd/ncclrun implements it.
+	Prober func(size int64) error
 	// MemlockBefore is the limit as found before the launcher raised it
 	// (nil: nothing was raised, before == after).
 	MemlockBefore *Rlimit

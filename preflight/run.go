@@ -1,21 +1,78 @@
 package preflight
 
-import "context"
+import (
+	"context"
+	"os"
+)
 
-// Run performs every check and returns the report. It never exits or prints.
-// (Stub: being written; returns no checks.)
+// Run performs every check and returns the report: environment, memlock,
+// capabilities, rdma, shm, gpu, gpudirect, network, in that order. It never
+// exits, prints or changes the system; it calls opts.Prober at most once.
+// When ctx is done, the checks not yet run are reported as skipped.
 func Run(ctx context.Context, opts Options) Report {
-	return Report{Environment: Environment{Kind: "host", Reason: "not yet detected"}}
-}
+	s := newRoot(opts.Root)
+	envList := opts.Env
+	if envList == nil {
+		envList = os.Environ()
+	}
+	env := envMap(envList)
+	// NCCL's configuration files count as set, the environment wins.
+	confVars, confFiles := NCCLConfig(opts.Root, envList)
+	merged := make(map[string]string, len(env)+len(confVars))
+	for k, v := range confVars {
+		merged[k] = v
+	}
+	for k, v := range env {
+		merged[k] = v
+	}
 
-// SuggestEnv returns the NCCL_IB_* variables the report proves right for this
-// node (e.g. NCCL_IB_HCA narrowed to usable HCAs). Variables the caller has
-// already set are the launcher's business, not this function's.
-func SuggestEnv(r Report) []EnvSuggestion { return nil }
+	rep := Report{Environment: detectEnvironment(s, env)}
+	kind := rep.Environment.Kind
+	envRes := checkEnvironment(rep.Environment)
+	if len(confFiles) > 0 {
+		envRes.Details["nccl_conf_files"] = confFiles
+		envRes.Details["nccl_conf"] = confVars
+	}
+	rep.Checks = append(rep.Checks, envRes)
 
-// NCCLConfig reads NCCL's own configuration files under root
-// (NCCL_CONF_FILE from env, else ~/.nccl.conf, and /etc/nccl.conf) and returns
-// the variables they set, and the files that were read.
-func NCCLConfig(root string, env []string) (vars map[string]string, files []string) {
-	return map[string]string{}, nil
+	creds := gatherCreds(s)
+	plan := planCommand(s, creds, opts.Plan)
+	rep.Command = plan.cmd
+
+	type step struct {
+		id  string
+		run func() Result
+	}
+	var verdict memlockVerdict
+	var gpus gpuFacts
+	var gpuProblems []string
+	haveRDMA := false
+	steps := []step{
+		{IDMemlock, func() Result {
+			r, v := checkMemlock(opts, creds, plan, kind)
+			verdict = v
+			return r
+		}},
+		{IDCapabilities, func() Result { return checkCapabilities(creds, plan, verdict, kind) }},
+		{IDRDMA, func() Result {
+			r := checkRDMA(s, merged, kind)
+			haveRDMA = r.Status != Skip
+			return r
+		}},
+		{IDShm, func() Result {
+			gpus, gpuProblems = readGPUs(s)
+			return checkShm(s, gpus.count(), kind)
+		}},
+		{IDGPU, func() Result { return checkGPU(gpus, gpuProblems) }},
+		{IDGPUDirect, func() Result { return checkGPUDirect(s, gpus, haveRDMA) }},
+		{IDNetwork, func() Result { return checkNetwork(s, merged) }},
+	}
+	for _, st := range steps {
+		if err := ctx.Err(); err != nil {
+			rep.Checks = append(rep.Checks, Result{ID: st.id, Status: Skip, Summary: "Not checked: " + err.Error()})
+			continue
+		}
+		rep.Checks = append(rep.Checks, st.run())
+	}
+	return rep
 }

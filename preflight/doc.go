@@ -1,0 +1,16 @@
+// Package preflight checks what NCCL needs from the host or container it is
+// about to run in: RLIMIT_MEMLOCK, CAP_IPC_LOCK in the right capability sets,
+// RDMA devices and their /dev/infiniband nodes, /dev/shm, GPUs, GPUDirect RDMA
+// and the socket interfaces NCCL will pick.
+//
+// Run reads every fact under Options.Root: "" or "/" is the live system
+// (system calls such as prlimit(2), statfs(2) and open(2) on /dev/infiniband
+// are used there), any other directory is a snapshot tree holding the same
+// relative paths (proc/self/status, proc/self/limits, sys/class/infiniband,
+// dev/...). The package never prints, never exits and never changes the
+// system: raising limits and starting probes is the caller's business
+// (Options.MemlockBefore, Options.Prober).
+//
+// Do not use it to configure NCCL beyond SuggestEnv: NCCL detects most of
+// its settings better by itself.
+package preflight

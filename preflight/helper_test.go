@@ -1,0 +1,80 @@
+package preflight
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strconv"
+	"testing"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// helperEnv chooses a helper behaviour when the test binary is re-executed.
+const helperEnv = "PREFLIGHT_TEST_HELPER"
+
+// TestMain runs a helper instead of the tests when helperEnv is set:
+//
+//	report: run preflight.Run on the live system, with a Prober that
+//	        mlock(2)s PREFLIGHT_TEST_PROBE bytes in this very process (the
+//	        helper already has the credentials under test), and print the
+//	        report as JSON with the command state added.
+func TestMain(m *testing.M) {
+	switch os.Getenv(helperEnv) {
+	case "":
+		os.Exit(m.Run())
+	case "report":
+		os.Exit(helperReport())
+	default:
+		fmt.Fprintf(os.Stderr, "unknown helper %q\n", os.Getenv(helperEnv))
+		os.Exit(2)
+	}
+}
+
+// helperOutput is what the report helper prints.
+type helperOutput struct {
+	Report  Report       `json:"report"`
+	Command CommandState `json:"command"`
+	Ambient bool         `json:"ambient"`
+}
+
+func helperReport() int {
+	probe, _ := strconv.ParseInt(os.Getenv("PREFLIGHT_TEST_PROBE"), 10, 64)
+	opts := Options{Env: []string{}, Probe: probe, Prober: mlockProbe}
+	if u := os.Getenv("PREFLIGHT_TEST_USER"); u != "" {
+		opts.Plan.User = u
+	}
+	r := Run(context.Background(), opts)
+	out := helperOutput{Report: r, Command: r.Command, Ambient: r.Command.Ambient}
+	if err := json.NewEncoder(os.Stdout).Encode(out); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
+}
+
+// mlockProbe maps size bytes and mlock(2)s them (never mlockall: it
+// counts the whole address space against the limit).
+func mlockProbe(size int64) error {
+	b, err := unix.Mmap(-1, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		return fmt.Errorf("mmap %d bytes: %w", size, err)
+	}
+	defer unix.Munmap(b)
+	if err := unix.Mlock(b); err != nil {
+		return fmt.Errorf("mlock %d bytes: %w", size, err)
+	}
+	_ = unsafe.Pointer(&b[0])
+	return unix.Munlock(b)
+}
+
+func TestLiveReportPrints(t *testing.T) {
+	if os.Getenv("PREFLIGHT_DUMP") == "" {
+		t.Skip("set PREFLIGHT_DUMP=1 to print the live report")
+	}
+	r := Run(context.Background(), Options{Probe: 1 << 20, Prober: mlockProbe})
+	b, _ := json.MarshalIndent(r, "", "  ")
+	t.Log(string(b))
+}

@@ -1,0 +1,87 @@
+//go:build linux
+
+package preflight
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+
+	"golang.org/x/sys/unix"
+)
+
+// liveStatus reads the calling thread's credentials. Capabilities are per
+// thread in Go, so the goroutine is locked to its thread while status is
+// read from /proc/thread-self and no_new_privs is asked with prctl(2).
+func liveStatus() (procStatus, error) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	b, err := os.ReadFile("/proc/thread-self/status")
+	if err != nil {
+		var err2 error
+		b, err2 = os.ReadFile("/proc/self/status")
+		if err2 != nil {
+			return procStatus{}, fmt.Errorf("read /proc/thread-self/status: %w", err)
+		}
+	}
+	st, err := parseStatus(bytes.NewReader(b))
+	if err != nil {
+		return st, fmt.Errorf("parse /proc/thread-self/status: %w", err)
+	}
+	nnp, err := unix.PrctlRetInt(unix.PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0)
+	if err == nil {
+		st.NoNewPrivs, st.HasNNP = nnp == 1, true
+	}
+	return st, nil
+}
+
+// liveMemlock returns this process's RLIMIT_MEMLOCK.
+func liveMemlock() (Rlimit, error) {
+	var rl unix.Rlimit
+	if err := unix.Prlimit(0, unix.RLIMIT_MEMLOCK, nil, &rl); err != nil {
+		return Rlimit{}, fmt.Errorf("prlimit(RLIMIT_MEMLOCK): %w", err)
+	}
+	return Rlimit{Soft: rlimValue(rl.Cur), Hard: rlimValue(rl.Max)}, nil
+}
+
+func rlimValue(v uint64) int64 {
+	if v == unix.RLIM_INFINITY || v >= 1<<63 {
+		return Unlimited
+	}
+	return int64(v)
+}
+
+// statfsSize returns the size in bytes of the filesystem holding path.
+func statfsSize(path string) (int64, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(path, &st); err != nil {
+		return 0, fmt.Errorf("statfs %q: %w", path, err)
+	}
+	return int64(st.Blocks) * int64(st.Bsize), nil
+}
+
+// openRW checks that a device node can be opened read-write, as
+// libibverbs opens /dev/infiniband/uverbsN.
+func openRW(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return fmt.Errorf("open %q: %w", path, err)
+	}
+	return f.Close()
+}
+
+// fileCaps reports whether path carries a file capability
+// (security.capability extended attribute).
+func fileCaps(path string) (bool, error) {
+	buf := make([]byte, 64)
+	n, err := unix.Getxattr(path, "security.capability", buf)
+	if errors.Is(err, unix.ENODATA) || errors.Is(err, unix.ENOTSUP) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("getxattr %q security.capability: %w", path, err)
+	}
+	return n > 0, nil
+}
