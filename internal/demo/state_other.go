@@ -1,0 +1,5 @@
+//go:build !linux
+
+package demo
+
+func probeState() (State, error) { return State{}, ErrUnsupported }
