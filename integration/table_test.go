@@ -31,6 +31,19 @@ func recordRaw(name string, p probe) {
 	rawRows[name] = p
 }
 
+var shmRow string
+
+// recordShm notes what TestShmTooSmall saw.
+func recordShm(doctorStatus string, rep runReport) {
+	tableMu.Lock()
+	defer tableMu.Unlock()
+	d := "none"
+	if len(rep.Diagnoses) > 0 {
+		d = rep.Diagnoses[0].ID
+	}
+	shmRow = fmt.Sprintf("| shm-size-64m, fake-nccl --shm 256MiB | doctor shm: %s | run exit %d | diagnosis: %s |\n", doctorStatus, rep.ExitCode, d)
+}
+
 // recordNoStart notes a scenario whose container could not start here.
 func recordNoStart(name, why string) {
 	tableMu.Lock()
@@ -83,6 +96,9 @@ func writeTable() error {
 			diag = "none"
 		}
 		fmt.Fprintf(&b, "%s %s | %s | %s | %s | %s |\n", raw, n.Memlock, n.Caps, n.Via, yn(n.ChildMlock), diag)
+	}
+	if shmRow != "" {
+		b.WriteString("\n| scenario | doctor | run | diagnosis |\n|---|---|---|---|\n" + shmRow)
 	}
 	if fc := fileCapTable(); fc != "" {
 		b.WriteString("\n" + fc)
