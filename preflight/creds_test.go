@@ -1,0 +1,161 @@
+package preflight
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ncclrun/ncclrun/internal/testutil"
+)
+
+// helperBinary copies the test binary to a directory that uid 1000 can
+// traverse and execute (go test builds under a 0700 directory).
+func helperBinary(t *testing.T) string {
+	t.Helper()
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	dir, err := os.MkdirTemp("", "preflight-helper-")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	require.NoError(t, os.Chmod(dir, 0o755))
+	src, err := os.Open(exe)
+	require.NoError(t, err)
+	defer src.Close()
+	dst := filepath.Join(dir, "preflight.test")
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY, 0o755)
+	require.NoError(t, err)
+	_, err = io.Copy(out, src)
+	require.NoError(t, err)
+	require.NoError(t, out.Close())
+	return dst
+}
+
+// TestRealCredentialStates puts a re-executed helper into the credential
+// states Docker and Kubernetes produce (prlimit + setpriv) and checks what
+// preflight.Run reports from inside, including a real mlock(2) probe.
+func TestRealCredentialStates(t *testing.T) {
+	testutil.RequireRoot(t)
+	prlimit := testutil.RequireTool(t, "prlimit")
+	setpriv := testutil.RequireTool(t, "setpriv")
+	testutil.RequireCap(t, capIPCLock)
+	testutil.RequireCap(t, capSetuid)
+	bin := helperBinary(t)
+	const probe = 1 << 20 // 1 MiB: over a 64 KiB limit, nothing with CAP_IPC_LOCK
+
+	type want struct {
+		memlock    Status
+		rule       string
+		via        string
+		uid        int
+		ipcLock    CapSets
+		nnp        bool
+		probeOK    bool
+		cmdUID     int
+		ambient    bool
+		capsStatus Status
+		userns     bool
+	}
+	cases := []struct {
+		name    string
+		setpriv []string
+		unshare bool // run under unshare -U -r (a user namespace) instead of setpriv
+		user    string
+		want    want
+	}{{
+		name:    "docker default root: IPC_LOCK not in the bounding set",
+		setpriv: []string{"--bounding-set", "-ipc_lock,-sys_resource", "--inh-caps=-all"},
+		want: want{memlock: Fail, rule: ruleRootNoIPCLock, via: "none", uid: 0, cmdUID: 0,
+			ipcLock: CapSets{}, probeOK: false, capsStatus: Warn},
+	}, {
+		name:    "root with IPC_LOCK",
+		setpriv: []string{"--bounding-set", "-sys_resource", "--inh-caps=-all"},
+		want: want{memlock: OK, rule: ruleRootIPCLock, via: "inherited", uid: 0, cmdUID: 0,
+			ipcLock: CapSets{Effective: true, Permitted: true, Bounding: true}, probeOK: true, capsStatus: OK},
+	}, {
+		name:    "root with IPC_LOCK starting CMD as uid 1000 (--user)",
+		setpriv: []string{"--bounding-set", "-sys_resource", "--inh-caps=-all"},
+		user:    "1000:1000",
+		want: want{memlock: OK, rule: ruleAmbient, via: "ambient", uid: 0, cmdUID: 1000, ambient: true,
+			ipcLock: CapSets{Effective: true, Permitted: true, Bounding: true}, probeOK: true, capsStatus: OK},
+	}, {
+		name:    "root with IPC_LOCK but without SETUID/SETGID for --user",
+		setpriv: []string{"--bounding-set", "-sys_resource,-setuid,-setgid", "--inh-caps=-all"},
+		user:    "1000:1000",
+		want: want{memlock: Fail, rule: ruleNoSetid, via: "none", uid: 0, cmdUID: 1000,
+			ipcLock: CapSets{Effective: true, Permitted: true, Bounding: true}, probeOK: true, capsStatus: Fail},
+	}, {
+		name:    "kubernetes trap: uid 1000, IPC_LOCK only in the bounding set",
+		setpriv: []string{"--reuid", "1000", "--regid", "1000", "--clear-groups", "--inh-caps=-all", "--bounding-set", "-all,+ipc_lock"},
+		want: want{memlock: Fail, rule: ruleK8sTrap, via: "none", uid: 1000, cmdUID: 1000,
+			ipcLock: CapSets{Bounding: true}, probeOK: false, capsStatus: Warn},
+	}, {
+		name:    "uid 1000 with IPC_LOCK inheritable and ambient",
+		setpriv: []string{"--reuid", "1000", "--regid", "1000", "--clear-groups", "--inh-caps=-all,+ipc_lock", "--ambient-caps", "+ipc_lock"},
+		want: want{memlock: OK, rule: ruleInherited, via: "inherited", uid: 1000, cmdUID: 1000,
+			ipcLock: CapSets{Effective: true, Permitted: true, Inheritable: true, Bounding: true, Ambient: true}, probeOK: true, capsStatus: OK},
+	}, {
+		name:    "uid 1000 with no_new_privs",
+		setpriv: []string{"--reuid", "1000", "--regid", "1000", "--clear-groups", "--inh-caps=-all", "--bounding-set", "-all,+ipc_lock", "--no-new-privs"},
+		want: want{memlock: Fail, rule: ruleK8sTrap, via: "none", uid: 1000, cmdUID: 1000, nnp: true,
+			ipcLock: CapSets{Bounding: true}, probeOK: false, capsStatus: Warn},
+	}, {
+		name:    "user namespace: root with every capability, in the namespace only",
+		unshare: true,
+		want: want{memlock: Fail, rule: ruleUserNS, via: "none", uid: 0, cmdUID: 0, userns: true,
+			ipcLock: CapSets{Effective: true, Permitted: true, Bounding: true}, probeOK: false, capsStatus: Warn},
+	}}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append([]string{"--memlock=65536:65536", setpriv}, tc.setpriv...)
+			if tc.unshare {
+				args = []string{"--memlock=65536:65536", testutil.RequireTool(t, "unshare"), "--user", "--map-root-user"}
+			}
+			args = append(args, "--", bin, "-test.run=^$")
+			cmd := exec.Command(prlimit, args...)
+			cmd.Env = []string{helperEnv + "=report", "PREFLIGHT_TEST_PROBE=" + strconv.Itoa(probe), "PREFLIGHT_TEST_USER=" + tc.user, "PATH=/usr/bin:/bin"}
+			var stdout, stderr bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			require.NoError(t, cmd.Run(), "stderr: %s", stderr.String())
+			var out helperOutput
+			require.NoError(t, json.Unmarshal(stdout.Bytes(), &out), stdout.String())
+
+			mem, ok := out.Report.Check(IDMemlock)
+			require.True(t, ok)
+			caps, ok := out.Report.Check(IDCapabilities)
+			require.True(t, ok)
+			assert.Equal(t, tc.want.memlock, mem.Status, mem.Summary)
+			assert.Equal(t, tc.want.rule, mem.Details["rule"])
+			assert.EqualValues(t, 65536, mem.Details["soft"])
+			assert.EqualValues(t, 65536, mem.Details["hard"])
+			assert.EqualValues(t, probe, mem.Details["probe_bytes"])
+			assert.Equal(t, tc.want.probeOK, mem.Details["probe_ok"], "probe_error: %v", mem.Details["probe_error"])
+
+			assert.Equal(t, tc.want.capsStatus, caps.Status, caps.Summary)
+			assert.EqualValues(t, tc.want.uid, caps.Details["uid"])
+			assert.Equal(t, tc.want.nnp, caps.Details["no_new_privs"])
+			assert.Equal(t, tc.want.userns, caps.Details["user_namespace"])
+			ipc := caps.Details["ipc_lock"].(map[string]any)
+			assert.Equal(t, map[string]any{
+				"effective": tc.want.ipcLock.Effective, "permitted": tc.want.ipcLock.Permitted,
+				"inheritable": tc.want.ipcLock.Inheritable, "bounding": tc.want.ipcLock.Bounding,
+				"ambient": tc.want.ipcLock.Ambient,
+			}, ipc)
+			sr := caps.Details["sys_resource"].(map[string]any)
+			// Dropped by setpriv; a user namespace has every capability (in it).
+			assert.Equal(t, tc.want.userns, sr["effective"])
+			cmdState := caps.Details["command"].(map[string]any)
+			assert.Equal(t, tc.want.via, cmdState["via"])
+			assert.EqualValues(t, tc.want.cmdUID, cmdState["uid"])
+			assert.Equal(t, tc.want.via != "none", cmdState["ipc_lock_effective"])
+			assert.Equal(t, tc.want.ambient, out.Ambient)
+		})
+	}
+}
