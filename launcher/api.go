@@ -58,6 +58,11 @@ type Config struct {
 	// KillAfter is how long after forwarding a terminating signal the
 	// whole remaining process tree is killed; 0 means DefaultKillAfter.
 	KillAfter time.Duration
+
+	// NoPTY gives the child plain pipes even when ncclrun's stdout or
+	// stderr is a terminal (by default the child then gets a pseudo
+	// terminal for that stream, so it behaves as on a terminal).
+	NoPTY bool
 }
 
 // DefaultKillAfter is the default grace period of --kill-after.
@@ -70,6 +75,10 @@ type Result struct {
 	ExitCode int
 	// Signal is the signal that killed the child, 0 if it exited.
 	Signal syscall.Signal
+	// TapDropped counts the output bytes that reached the relay but not
+	// OnLine, because OnLine fell behind by more than the tap's bounded
+	// queue (2 MiB). 0 when OnLine kept up or is nil.
+	TapDropped int64
 }
 
 // MemlockChange reports RaiseMemlock's work.

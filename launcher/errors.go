@@ -1,0 +1,53 @@
+package launcher
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors. Match them with errors.Is; the errors returned carry the
+// command, the user or the capability they are about.
+var (
+	// ErrUnsupported is returned by Run, Exec and RaiseMemlock on
+	// platforms other than Linux.
+	ErrUnsupported = errors.New("launcher: supported on Linux only")
+	// ErrNotFound means the command does not exist (exit status 127).
+	ErrNotFound = errors.New("command not found")
+	// ErrNotExecutable means the command exists but cannot be executed:
+	// no execute permission, a directory, a bad format (exit status 126).
+	ErrNotExecutable = errors.New("command not executable")
+	// ErrNoIPCLock means AmbientIPCLock was asked for but ncclrun does not
+	// hold CAP_IPC_LOCK in its permitted set, so it cannot hand it on.
+	ErrNoIPCLock = errors.New("CAP_IPC_LOCK is not in ncclrun's permitted capability set")
+	// ErrUser means Config.User could not be resolved or applied.
+	ErrUser = errors.New("invalid user")
+	// ErrCapability means a capability name in Config.DropCaps is unknown
+	// or a capability change is not permitted.
+	ErrCapability = errors.New("capability")
+	// ErrNotImplemented is kept for callers written against the first
+	// stubs; nothing returns it any more.
+	ErrNotImplemented = errors.New("not implemented yet")
+)
+
+// StartError is returned by Run and Exec when the command could not be
+// started: it was not found or is not executable. Err wraps ErrNotFound or
+// ErrNotExecutable and, where one exists, the errno of the failed execve.
+type StartError struct {
+	Path string // the command as given in Config.Path
+	Err  error
+}
+
+// Error is one line: `"CMD": command not found: no such file or directory`.
+func (e *StartError) Error() string { return fmt.Sprintf("%q: %v", e.Path, e.Err) }
+
+// Unwrap returns the wrapped cause.
+func (e *StartError) Unwrap() error { return e.Err }
+
+// ExitCode is the status a shell (and ncclrun) exits with for this failure:
+// 127 when the command was not found, 126 otherwise.
+func (e *StartError) ExitCode() int {
+	if errors.Is(e.Err, ErrNotFound) {
+		return 127
+	}
+	return 126
+}

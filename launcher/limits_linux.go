@@ -1,0 +1,64 @@
+package launcher
+
+import (
+	"fmt"
+
+	"golang.org/x/sys/unix"
+)
+
+// RaiseMemlock raises ncclrun's own RLIMIT_MEMLOCK, which children
+// inherit: the soft limit to the hard limit (always allowed), then the
+// hard limit to unlimited, which needs CAP_SYS_RESOURCE in the initial
+// user namespace; when that is refused the reason is in HardErr and the
+// soft=hard result stands. An error is returned only when the limit
+// cannot be read or the soft raise fails.
+func RaiseMemlock() (MemlockChange, error) {
+	var mc MemlockChange
+	before, err := getMemlock()
+	if err != nil {
+		return mc, err
+	}
+	mc.Before, mc.After = before, before
+	if before[0] != before[1] {
+		if err := setMemlock([2]int64{before[1], before[1]}); err != nil {
+			return mc, fmt.Errorf("raise soft RLIMIT_MEMLOCK to hard: %w", err)
+		}
+	}
+	if before[1] != -1 {
+		if err := setMemlock([2]int64{-1, -1}); err != nil {
+			mc.HardErr = fmt.Errorf("raise hard RLIMIT_MEMLOCK to unlimited: %w", err)
+		}
+	}
+	mc.After, err = getMemlock()
+	return mc, err
+}
+
+func getMemlock() ([2]int64, error) {
+	var r unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_MEMLOCK, &r); err != nil {
+		return [2]int64{}, fmt.Errorf("getrlimit RLIMIT_MEMLOCK: %w", err)
+	}
+	return [2]int64{fromRlim(r.Cur), fromRlim(r.Max)}, nil
+}
+
+func setMemlock(v [2]int64) error {
+	r := unix.Rlimit{Cur: toRlim(v[0]), Max: toRlim(v[1])}
+	if err := unix.Setrlimit(unix.RLIMIT_MEMLOCK, &r); err != nil {
+		return fmt.Errorf("setrlimit RLIMIT_MEMLOCK %d:%d: %w", v[0], v[1], err)
+	}
+	return nil
+}
+
+func fromRlim(v uint64) int64 {
+	if v == unix.RLIM_INFINITY {
+		return -1
+	}
+	return int64(v)
+}
+
+func toRlim(v int64) uint64 {
+	if v < 0 {
+		return unix.RLIM_INFINITY
+	}
+	return uint64(v)
+}

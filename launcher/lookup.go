@@ -1,0 +1,75 @@
+package launcher
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+)
+
+// lookCommand resolves path like a shell: with a slash it is used as is,
+// otherwise each PATH directory is tried (an empty entry is "."). It
+// returns a *StartError wrapping ErrNotFound when nothing is there and
+// ErrNotExecutable when only files without execute permission, or a
+// directory, were found (bash reports 126 for those).
+func lookCommand(path, pathEnv string) (string, error) {
+	if path == "" {
+		return "", &StartError{Path: path, Err: fmt.Errorf("%w: empty command name", ErrNotFound)}
+	}
+	if strings.Contains(path, "/") {
+		if err := checkExecutable(path); err != nil {
+			return "", &StartError{Path: path, Err: err}
+		}
+		return path, nil
+	}
+	var firstErr error
+	for _, dir := range filepath.SplitList(pathEnv) {
+		if dir == "" {
+			dir = "."
+		}
+		p := filepath.Join(dir, path)
+		err := checkExecutable(p)
+		if err == nil {
+			return p, nil
+		}
+		if firstErr == nil && errors.Is(err, ErrNotExecutable) {
+			firstErr = err
+		}
+	}
+	if firstErr != nil {
+		return "", &StartError{Path: path, Err: firstErr}
+	}
+	return "", &StartError{Path: path, Err: fmt.Errorf("%w in PATH", ErrNotFound)}
+}
+
+// checkExecutable says whether p exists and has an execute bit (the exec
+// itself still decides: a noexec mount or a bad format fail there).
+func checkExecutable(p string) error {
+	st, err := os.Stat(p)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("%w: %w", ErrNotFound, syscall.ENOENT)
+	case errors.Is(err, fs.ErrPermission):
+		return fmt.Errorf("%w: %w", ErrNotExecutable, syscall.EACCES)
+	case err != nil:
+		return fmt.Errorf("%w: %w", ErrNotFound, err)
+	case st.IsDir():
+		return fmt.Errorf("%w: %w", ErrNotExecutable, syscall.EISDIR)
+	case st.Mode()&0o111 == 0:
+		return fmt.Errorf("%w: %w", ErrNotExecutable, syscall.EACCES)
+	}
+	return nil
+}
+
+// execError maps the errno of a failed execve to a *StartError: ENOENT
+// (also a missing #! interpreter) is "not found", everything else
+// (EACCES, ENOEXEC, EISDIR, ETXTBSY, EPERM, ...) "not executable".
+func execError(path string, err error) error {
+	if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ENOTDIR) {
+		return &StartError{Path: path, Err: fmt.Errorf("%w: %w", ErrNotFound, err)}
+	}
+	return &StartError{Path: path, Err: fmt.Errorf("%w: %w", ErrNotExecutable, err)}
+}

@@ -1,0 +1,19 @@
+//go:build !linux
+
+package launcher
+
+// Run is supported on Linux only; elsewhere it returns ErrUnsupported.
+func Run(cfg Config) (Result, error) { return Result{}, ErrUnsupported }
+
+// Exec is supported on Linux only; elsewhere it returns ErrUnsupported.
+func Exec(cfg Config) error { return ErrUnsupported }
+
+// RaiseMemlock is supported on Linux only; elsewhere it returns ErrUnsupported.
+func RaiseMemlock() (MemlockChange, error) { return MemlockChange{}, ErrUnsupported }
+
+// MaybeTrampoline does nothing outside Linux, where Run never re-executes
+// ncclrun.
+func MaybeTrampoline() {}
+
+// HasPermittedIPCLock is false outside Linux.
+func HasPermittedIPCLock() bool { return false }

@@ -1,0 +1,83 @@
+package launcher
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"syscall"
+)
+
+// launch is how a Config is started: either the command itself with Go's
+// own credential and ambient handling, or ncclrun re-executed as the
+// trampoline when something Go's fork path cannot do is asked for
+// (dropping capabilities, the bounding set included, or a memlock limit
+// for the child alone).
+type launch struct {
+	path string // what to execve
+	argv []string
+	env  []string
+	sys  syscall.SysProcAttr
+	// spec is set when path is the trampoline.
+	spec *trampolineSpec
+}
+
+// plan resolves cfg into a launch. The command is looked up, the user
+// resolved and the capabilities checked here, in ncclrun, so that errors
+// are clear and come before anything is forked.
+func plan(cfg Config) (*launch, error) {
+	env := cfg.Env
+	if env == nil {
+		env = os.Environ()
+	}
+	env = envWithout(env, trampolineEnv)
+	pathEnv, ok := envLookup(env, "PATH")
+	if !ok {
+		pathEnv = os.Getenv("PATH")
+	}
+	path, err := lookCommand(cfg.Path, pathEnv)
+	if err != nil {
+		return nil, err
+	}
+	var cred *Credential
+	if cfg.User != "" {
+		c, err := ResolveUser(cfg.User)
+		if err != nil {
+			return nil, err
+		}
+		cred = &c
+	}
+	drop, err := parseCaps(cfg.DropCaps)
+	if err != nil {
+		return nil, err
+	}
+	ambient := cfg.AmbientIPCLock && drop&(1<<capIPCLock) == 0
+	if err := checkLaunchCaps(cred, ambient, cfg.User); err != nil {
+		return nil, err
+	}
+	argv := append([]string{cfg.Path}, cfg.Args...)
+	if drop == 0 && cfg.Memlock == nil {
+		l := &launch{path: path, argv: argv, env: env}
+		if cred != nil {
+			l.sys.Credential = &syscall.Credential{Uid: cred.UID, Gid: cred.GID, Groups: cred.Groups}
+		}
+		if ambient {
+			l.sys.AmbientCaps = []uintptr{capIPCLock}
+		}
+		return l, nil
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("find ncclrun's own binary for the trampoline: %w", err)
+	}
+	spec := &trampolineSpec{Path: path, Argv: argv, Drop: drop, Memlock: cfg.Memlock, User: cred, Ambient: ambient}
+	return &launch{path: self, argv: []string{self}, env: env, spec: spec}, nil
+}
+
+// withSpec returns l.env with the trampoline spec added.
+func (l *launch) withSpec() ([]string, error) {
+	b, err := json.Marshal(l.spec)
+	if err != nil {
+		return nil, fmt.Errorf("encode trampoline spec: %w", err)
+	}
+	return append(append([]string(nil), l.env...), trampolineEnv+"="+string(b)), nil
+}

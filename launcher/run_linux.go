@@ -1,0 +1,411 @@
+package launcher
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// drainTimeout is how long output is still relayed after the main child
+// exited, for descendants that hold the pipes ("about a second").
+const drainTimeout = time.Second
+
+// reapTimeout bounds the wait for SIGKILLed descendants to disappear (a
+// process in D state, stuck in a driver, cannot die).
+const reapTimeout = 2 * time.Second
+
+// Run starts the command of cfg as a supervised child and returns how it
+// ended, once it has exited and its output has been relayed.
+//
+//   - The command is looked up in PATH (cfg.Env's, else ncclrun's); a
+//     *StartError (ExitCode 127 or 126) is returned when it cannot be
+//     found or executed. Config errors wrap ErrUser, ErrCapability or
+//     ErrNoIPCLock; nothing is started then.
+//   - The child runs in a session of its own. Its stdout and stderr are
+//     relayed to cfg.Stdout and cfg.Stderr byte for byte as read(2)
+//     returns them; when ncclrun's stream is a terminal (and not NoPTY)
+//     the child gets a pseudo terminal for it instead of a pipe, with the
+//     window size copied and SIGWINCH forwarded. A copy goes to cfg.OnLine
+//     through a bounded queue that drops tap data, never relay data.
+//   - Signals are forwarded to the child (see forwarded); SIGTSTP, SIGTTIN
+//     and SIGTTOU stop the child's process group and then ncclrun. After
+//     SIGTERM, SIGINT, SIGHUP or SIGQUIT, every descendant still alive
+//     KillAfter later gets SIGKILL.
+//   - Run owns waiting: it reaps every child of ncclrun (as PID 1, or as a
+//     child subreaper, which it makes ncclrun) with wait4(-1) until it
+//     returns. Nothing else in the process may wait for children meanwhile.
+//   - When the main child has exited, output is relayed until the pipes
+//     close or for at most drainTimeout. If a terminating signal was
+//     forwarded, Run then waits for the remaining descendants until
+//     KillAfter kills them; otherwise they get SIGTERM and Run returns.
+//
+// Run is not safe for concurrent use.
+func Run(cfg Config) (Result, error) {
+	l, err := plan(cfg)
+	if err != nil {
+		return Result{}, err
+	}
+	s := &supervisor{cfg: cfg, procRoot: "/proc", self: os.Getpid()}
+	if s.cfg.KillAfter <= 0 {
+		s.cfg.KillAfter = DefaultKillAfter
+	}
+	if s.cfg.Stdout == nil {
+		s.cfg.Stdout = os.Stdout
+	}
+	if s.cfg.Stderr == nil {
+		s.cfg.Stderr = os.Stderr
+	}
+	defer s.closeAll()
+	return s.run(l)
+}
+
+type supervisor struct {
+	cfg      Config
+	procRoot string
+	self     int
+	pid      int // the main child
+
+	sigCh, chldCh chan os.Signal
+	toClose       []*os.File // ncclrun's copies of the child's ends, closed after the fork
+	readers       []*os.File // what the relays read
+	ptys          []*ptyPair
+	stdinW        *os.File
+
+	status    *syscall.WaitStatus
+	killTimer *time.Timer
+	killC     <-chan time.Time
+	killed    bool // the tree was SIGKILLed
+}
+
+func (s *supervisor) closeAll() {
+	for _, f := range s.toClose {
+		f.Close()
+	}
+	s.toClose = nil
+	if s.stdinW != nil {
+		s.stdinW.Close()
+	}
+	if s.killTimer != nil {
+		s.killTimer.Stop()
+	}
+}
+
+// stdio returns the child's fds 0, 1, 2.
+func (s *supervisor) stdio() ([3]*os.File, error) {
+	var fds [3]*os.File
+	switch in := s.cfg.Stdin.(type) {
+	case nil:
+		fds[0] = os.Stdin
+	case *os.File:
+		fds[0] = in
+	default:
+		r, w, err := os.Pipe()
+		if err != nil {
+			return fds, fmt.Errorf("stdin pipe: %w", err)
+		}
+		fds[0], s.stdinW = r, w
+		s.toClose = append(s.toClose, r)
+	}
+	for i, w := range []io.Writer{s.cfg.Stdout, s.cfg.Stderr} {
+		if outer, tty := isTerminal(w); tty && !s.cfg.NoPTY {
+			p, err := openPTY(outer)
+			if err != nil {
+				return fds, err
+			}
+			s.ptys = append(s.ptys, p)
+			fds[i+1] = p.slave
+			s.toClose = append(s.toClose, p.slave)
+			s.readers = append(s.readers, p.master)
+			continue
+		}
+		r, wr, err := os.Pipe()
+		if err != nil {
+			return fds, fmt.Errorf("output pipe: %w", err)
+		}
+		fds[i+1] = wr
+		s.toClose = append(s.toClose, wr)
+		s.readers = append(s.readers, r)
+	}
+	return fds, nil
+}
+
+func (s *supervisor) run(l *launch) (Result, error) {
+	fds, err := s.stdio()
+	if err != nil {
+		for _, r := range s.readers {
+			r.Close()
+		}
+		return Result{}, err
+	}
+	files := []uintptr{fds[0].Fd(), fds[1].Fd(), fds[2].Fd()}
+	sys := l.sys
+	sys.Setsid = true
+	if _, tty := isTerminal(fds[1]); tty {
+		sys.Setctty, sys.Ctty = true, 1
+	} else if _, tty := isTerminal(fds[2]); tty {
+		sys.Setctty, sys.Ctty = true, 2
+	}
+	env := l.env
+	var statusR *os.File
+	if l.spec != nil {
+		r, w, err := os.Pipe()
+		if err != nil {
+			return Result{}, fmt.Errorf("status pipe: %w", err)
+		}
+		statusR = r
+		defer r.Close()
+		s.toClose = append(s.toClose, w)
+		files = append(files, w.Fd())
+		l.spec.StatusFD = 3
+		if env, err = l.withSpec(); err != nil {
+			return Result{}, err
+		}
+	}
+
+	// Catch signals before the child exists, so none is missed; SIGCHLD
+	// on a channel of its own so a flood of others cannot crowd it out.
+	s.sigCh = make(chan os.Signal, 128)
+	s.chldCh = make(chan os.Signal, 1)
+	signal.Notify(s.sigCh, forwarded...)
+	signal.Notify(s.chldCh, unix.SIGCHLD)
+	defer signal.Stop(s.chldCh)
+	defer signal.Stop(s.sigCh)
+	if s.self != 1 {
+		_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+	}
+
+	pid, err := syscall.ForkExec(l.path, l.argv, &syscall.ProcAttr{Env: env, Files: files, Sys: &sys})
+	for _, f := range s.toClose {
+		f.Close()
+	}
+	s.toClose = nil
+	if err != nil {
+		for _, r := range s.readers {
+			r.Close()
+		}
+		if errors.Is(err, syscall.EPERM) {
+			return Result{}, fmt.Errorf("start %q: %w", s.cfg.Path, err)
+		}
+		return Result{}, execError(s.cfg.Path, err)
+	}
+	s.pid = pid
+	if statusR != nil {
+		b, _ := io.ReadAll(statusR) // EOF when the trampoline's exec succeeded
+		if len(b) > 0 {
+			var ws syscall.WaitStatus
+			_, _ = syscall.Wait4(pid, &ws, 0, nil)
+			for _, r := range s.readers {
+				r.Close()
+			}
+			var f trampolineFailure
+			if err := json.Unmarshal(b, &f); err != nil {
+				return Result{}, fmt.Errorf("start %q: trampoline said %q", s.cfg.Path, b)
+			}
+			return Result{}, failureError(s.cfg.Path, f)
+		}
+	}
+
+	if s.stdinW != nil {
+		go func(w *os.File, r io.Reader) {
+			_, _ = io.Copy(w, r)
+			w.Close()
+		}(s.stdinW, s.cfg.Stdin)
+		s.stdinW = nil
+	}
+	var t *tap
+	if s.cfg.OnLine != nil {
+		t = newTap(s.cfg.OnLine)
+	}
+	var wg sync.WaitGroup
+	for i, r := range s.readers {
+		wg.Add(1)
+		w, st := s.cfg.Stdout, Stdout
+		if i == 1 {
+			w, st = s.cfg.Stderr, Stderr
+		}
+		go func() { defer wg.Done(); relay(r, w, st, t) }()
+	}
+	relaysDone := make(chan struct{})
+	go func() { wg.Wait(); close(relaysDone) }()
+
+	// Until the main child exits: reap, forward, kill on time.
+	s.reap()
+	for s.status == nil {
+		select {
+		case <-s.chldCh:
+			s.reap()
+		case sig := <-s.sigCh:
+			s.handle(sig.(syscall.Signal))
+		case <-s.killC:
+			s.killTree()
+		}
+	}
+
+	// Relay what is left, for at most drainTimeout.
+	drain := time.NewTimer(drainTimeout)
+	for done := false; !done; {
+		select {
+		case <-relaysDone:
+			done = true
+		case <-s.chldCh:
+			s.reap()
+		case sig := <-s.sigCh:
+			s.handleAfterExit(sig.(syscall.Signal))
+		case <-drain.C:
+			for _, r := range s.readers {
+				_ = r.SetReadDeadline(time.Now())
+			}
+		}
+	}
+	drain.Stop()
+
+	s.finishTree()
+	res := ResultOf(*s.status)
+	if t != nil {
+		res.TapDropped = t.close()
+	}
+	return res, nil
+}
+
+// reap collects every child that has exited; the main child's status is
+// kept. It is the only place that waits.
+func (s *supervisor) reap() {
+	for {
+		var ws syscall.WaitStatus
+		pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
+		if errors.Is(err, syscall.EINTR) {
+			continue
+		}
+		if pid <= 0 || err != nil {
+			return
+		}
+		if pid == s.pid {
+			st := ws
+			s.status = &st
+		}
+	}
+}
+
+// handle forwards one signal to the running main child.
+func (s *supervisor) handle(sig syscall.Signal) {
+	switch sig {
+	case unix.SIGPIPE:
+		return
+	case unix.SIGWINCH:
+		for _, p := range s.ptys {
+			p.resize()
+		}
+	case unix.SIGTSTP, unix.SIGTTIN, unix.SIGTTOU:
+		// The child leads its own session, so its process group is
+		// orphaned and the kernel discards these stop signals for it:
+		// stop the group with SIGSTOP, then stop ncclrun itself so that
+		// the shell sees the job stop (dumb-init does the same).
+		s.signalGroup(unix.SIGSTOP)
+		_ = unix.Kill(s.self, unix.SIGSTOP)
+		return
+	case unix.SIGCONT:
+		s.signalGroup(unix.SIGCONT)
+		return
+	}
+	_ = unix.Kill(s.pid, sig) // ESRCH: it is exiting; the reaper will see it
+	if terminating(sig) {
+		s.armKill()
+	}
+}
+
+// handleAfterExit handles a signal that came after the main child exited:
+// a terminating one starts (or keeps) the kill timer for what is left.
+func (s *supervisor) handleAfterExit(sig syscall.Signal) {
+	if terminating(sig) {
+		s.armKill()
+	}
+}
+
+func (s *supervisor) armKill() {
+	if s.killTimer == nil {
+		s.killTimer = time.NewTimer(s.cfg.KillAfter)
+		s.killC = s.killTimer.C
+	}
+}
+
+// signalGroup signals the main child's process group (it leads it), or
+// the child alone if the group is gone.
+func (s *supervisor) signalGroup(sig syscall.Signal) {
+	if err := unix.Kill(-s.pid, sig); err != nil {
+		_ = unix.Kill(s.pid, sig)
+	}
+}
+
+// killTree sends SIGKILL to every descendant of ncclrun, whatever its
+// session or process group (torchrun starts each worker in a session of
+// its own), orphans reparented to ncclrun included. It repeats while new
+// processes show up.
+func (s *supervisor) killTree() {
+	s.killC = nil
+	s.killed = true
+	for round := 0; round < 10; round++ {
+		ds, err := descendants(s.procRoot, s.self)
+		if err != nil {
+			_ = unix.Kill(-s.pid, unix.SIGKILL)
+			_ = unix.Kill(s.pid, unix.SIGKILL)
+			return
+		}
+		n := 0
+		for _, p := range ds {
+			if p.State != 'Z' && p.State != 'X' {
+				_ = unix.Kill(p.PID, unix.SIGKILL)
+				n++
+			}
+		}
+		if n == 0 {
+			return
+		}
+	}
+}
+
+// finishTree deals with the descendants left when the main child has
+// exited. During a shutdown (a terminating signal was forwarded) they
+// have until the kill timer fires, then get SIGKILL, and Run waits (at
+// most reapTimeout) until they are gone and reaped. Otherwise they get
+// SIGTERM and Run does not wait.
+func (s *supervisor) finishTree() {
+	defer s.reap()
+	if s.killTimer == nil {
+		ds, _ := descendants(s.procRoot, s.self)
+		for _, p := range ds {
+			if p.State != 'Z' && p.State != 'X' {
+				_ = unix.Kill(p.PID, unix.SIGTERM)
+			}
+		}
+		return
+	}
+	var giveUp <-chan time.Time
+	if s.killed {
+		giveUp = time.After(reapTimeout)
+	}
+	for {
+		s.reap()
+		ds, err := descendants(s.procRoot, s.self)
+		if err != nil || len(ds) == 0 {
+			return
+		}
+		select {
+		case <-s.chldCh:
+		case sig := <-s.sigCh:
+			s.handleAfterExit(sig.(syscall.Signal))
+		case <-s.killC:
+			s.killTree()
+			giveUp = time.After(reapTimeout)
+		case <-giveUp:
+			return
+		}
+	}
+}
