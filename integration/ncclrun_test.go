@@ -129,6 +129,13 @@ func TestNcclrunScenarios(t *testing.T) {
 				assert.Equal(t, float64(s.WantChildUID), cmdState["uid"], "command.uid")
 				assert.Equal(t, s.WantChildIPC, cmdState["ipc_lock_effective"], "command.ipc_lock_effective")
 			}
+			if s.FixMustNot != "" {
+				for _, c := range d.Checks {
+					if c.ID == "memlock" || c.ID == "capabilities" {
+						assert.NotContains(t, c.Fix, s.FixMustNot, "%s fix on %s", c.ID, d.Environment.Kind)
+					}
+				}
+			}
 			if s.RawLimit > 0 {
 				assert.Equal(t, float64(s.RawLimit), mlDetails["hard"], "memlock.details.hard")
 			}
