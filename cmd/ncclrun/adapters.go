@@ -4,16 +4,10 @@ package main
 // cmd/ncclrun was wired. Each says what replaces it.
 
 import (
-	"reflect"
 	"strings"
 
 	"github.com/ncclrun/ncclrun/diagnosis"
-	"github.com/ncclrun/ncclrun/preflight"
 )
-
-// maybeTrampoline stands for launcher.MaybeTrampoline (re-exec helper
-// entry point); replace the call in main.go when it lands.
-func maybeTrampoline() {}
 
 // terminationMessage stands for diagnosis.TerminationMessage(ds, limit):
 // the diagnoses, most specific first, as a Kubernetes termination message
@@ -34,17 +28,4 @@ func terminationMessage(ds []diagnosis.Diagnosis, limit int) string {
 		}
 	}
 	return truncate(b.String(), limit)
-}
-
-// setProber sets opts.Prober when preflight.Options has that field
-// (preflight was adding it when this was written) and reports whether it
-// did; doctor falls back to recording the probe itself. Replace with a plain
-// assignment once preflight.Options.Prober is committed.
-func setProber(opts *preflight.Options, f func(size int64) error) bool {
-	v := reflect.ValueOf(opts).Elem().FieldByName("Prober")
-	if !v.IsValid() || !v.CanSet() || !reflect.TypeOf(f).AssignableTo(v.Type()) {
-		return false
-	}
-	v.Set(reflect.ValueOf(f))
-	return true
 }

@@ -79,6 +79,11 @@ func exitStatus(err error, stderr io.Writer) int {
 		return ExitUsage
 	case errors.As(err, &st):
 		code := startExitCode(st.err)
+		if errors.As(st.err, &ec) && ec.ExitCode() == code {
+			// launcher's typed error already says which command and why, in one line.
+			fmt.Fprintf(stderr, "ncclrun: %v\n", st.err)
+			return code
+		}
 		switch code {
 		case ExitNotFound:
 			fmt.Fprintf(stderr, "ncclrun: %s: command not found (%v)\n", st.cmd, st.err)

@@ -59,7 +59,13 @@ func cmdExplain(c *cli.Context, e *env) error {
 		// first of the next.
 		readers = append(readers, &namedReader{name: displayName(name), r: r}, newlineReader{})
 	}
-	ds, err := diagnosis.Explain(io.MultiReader(readers...), diagnosis.Facts{})
+	in := io.MultiReader(readers...)
+	ds, err := diagnosis.Explain(in, diagnosis.Facts{})
+	if err == nil {
+		// Whatever Explain left unread must still be readable: a corrupt
+		// tail of a compressed file is an unreadable input, not a clean log.
+		_, err = io.Copy(io.Discard, in)
+	}
 	if err != nil {
 		var re *readError
 		if errors.As(err, &re) {

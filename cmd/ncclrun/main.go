@@ -3,9 +3,13 @@
 // explains NCCL failures. See README.md.
 package main
 
-import "os"
+import (
+	"os"
+
+	"github.com/ncclrun/ncclrun/launcher"
+)
 
 func main() {
-	maybeTrampoline()
+	launcher.MaybeTrampoline() // a re-executed ncclrun becomes CMD here and never returns
 	os.Exit(run(os.Args, os.Stdin, os.Stdout, os.Stderr))
 }

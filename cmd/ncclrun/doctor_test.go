@@ -1,0 +1,192 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ncclrun/ncclrun/internal/testutil"
+)
+
+// contractCheckIDs are the check ids CONTRACT.md requires at least.
+var contractCheckIDs = []string{"memlock", "capabilities", "rdma", "shm", "gpu", "gpudirect", "network"}
+
+// requireDoctorShape asserts CONTRACT.md's doctor JSON keys.
+func requireDoctorShape(t *testing.T, doc map[string]any) {
+	t.Helper()
+	kind := jpath(t, doc, "environment", "kind")
+	require.Contains(t, []any{"kubernetes", "docker", "slurm", "host"}, kind)
+	for _, c := range doc["checks"].([]any) {
+		m := c.(map[string]any)
+		for _, k := range []string{"id", "status", "summary"} {
+			require.Contains(t, m, k, "check %v", m)
+		}
+		require.Contains(t, []any{"ok", "warn", "fail", "skip"}, m["status"], "check %v", m)
+	}
+	for _, id := range contractCheckIDs {
+		check(t, doc, id)
+	}
+	mem := check(t, doc, "memlock")
+	for _, k := range []string{"soft", "hard", "soft_before", "hard_before"} {
+		jpath(t, mem, "details", k)
+	}
+	capc := check(t, doc, "capabilities")
+	jpath(t, capc, "details", "uid")
+	jpath(t, capc, "details", "no_new_privs")
+	for _, c := range []string{"ipc_lock", "sys_resource"} {
+		for _, set := range []string{"effective", "permitted", "inheritable", "bounding", "ambient"} {
+			_, ok := jpath(t, capc, "details", c, set).(bool)
+			require.True(t, ok, "%s.%s is a boolean", c, set)
+		}
+	}
+	jpath(t, capc, "details", "command", "uid")
+	jpath(t, capc, "details", "command", "ipc_lock_effective")
+	require.Contains(t, []any{"inherited", "ambient", "none"}, jpath(t, capc, "details", "command", "via"))
+	_, ok := jpath(t, check(t, doc, "shm"), "details").(map[string]any)
+	require.True(t, ok, "shm has details")
+}
+
+func TestDoctorJSONOnASnapshot(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		uid        int
+		soft, hard string
+		capEff     string
+		want       string // memlock status
+		code       int
+		via        string
+	}{
+		// A default container: uid 1000, 64 KiB, no capabilities.
+		{"non-root 64KiB", 1000, "65536", "65536", "0000000000000000", "fail", ExitCheckFailed, "none"},
+		// 8 MiB fails too (CONTRACT.md).
+		{"non-root 8MiB", 1000, "8388608", "8388608", "0000000000000000", "fail", ExitCheckFailed, "none"},
+		// Unlimited memlock needs no capability.
+		{"non-root unlimited", 1000, "unlimited", "unlimited", "0000000000000000", "ok", -1, "none"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := fakeTree(t, tc.uid, tc.soft, tc.hard, tc.capEff)
+			r := ncclrun(t, "doctor", "--json", "--root", root)
+			doc := decodeJSON(t, r.stdout)
+			requireDoctorShape(t, doc)
+			mem := check(t, doc, "memlock")
+			require.Equal(t, tc.want, mem["status"], "memlock: %v", mem)
+			require.Equal(t, tc.via, jpath(t, check(t, doc, "capabilities"), "details", "command", "via"))
+			if tc.code >= 0 {
+				require.Equal(t, tc.code, r.code)
+			} else if r.code != 0 {
+				require.Equal(t, ExitCheckFailed, r.code)
+				require.Contains(t, r.stdout, `"fail"`, "exit 1 only when a check failed")
+			}
+		})
+	}
+}
+
+func TestDoctorRootFlagBeforeCommandAndEnv(t *testing.T) {
+	root := fakeTree(t, 1000, "65536", "65536", "0000000000000000")
+	a := ncclrun(t, "--root", root, "doctor", "--json")
+	b := invocation{args: []string{"doctor", "--json"}, env: []string{"NCCLRUN_ROOT=" + root}}.run(t)
+	c := invocation{args: []string{"doctor"}, env: []string{"NCCLRUN_ROOT=" + root, "NCCLRUN_JSON=true"}}.run(t)
+	require.Equal(t, ExitCheckFailed, a.code)
+	require.Equal(t, a.stdout, b.stdout)
+	require.Equal(t, a.stdout, c.stdout)
+	require.Equal(t, "fail", check(t, decodeJSON(t, a.stdout), "memlock")["status"])
+}
+
+func TestDoctorTable(t *testing.T) {
+	root := fakeTree(t, 1000, "65536", "65536", "0000000000000000")
+	r := ncclrun(t, "doctor", "--root", root)
+	require.Equal(t, ExitCheckFailed, r.code)
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	require.True(t, strings.HasPrefix(lines[0], "environment: "), r.stdout)
+	var header int
+	for i, l := range lines {
+		if strings.HasPrefix(l, "CHECK") {
+			header = i
+		}
+	}
+	require.Regexp(t, `^CHECK +STATUS +SUMMARY +FIX$`, lines[header])
+	statusCol := strings.Index(lines[header], "STATUS")
+	seen := map[string]bool{}
+	for _, l := range lines[header+1:] {
+		id := strings.Fields(l)[0]
+		seen[id] = true
+		require.Greater(t, len(l), statusCol, "line %q", l)
+		require.NotEqual(t, ' ', rune(l[statusCol]), "status column aligned in %q", l)
+		if id == "memlock" {
+			require.Equal(t, "fail", strings.Fields(l[statusCol:])[0])
+		}
+	}
+	for _, id := range contractCheckIDs {
+		require.True(t, seen[id], "row %s in\n%s", id, r.stdout)
+	}
+}
+
+// The live credential states Docker and Kubernetes give, reproduced with
+// prlimit and setpriv.
+func TestDoctorUnderRealCredentials(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.RequireTool(t, "prlimit")
+	testutil.RequireTool(t, "setpriv")
+	testutil.RequireCap(t, 14) // CAP_IPC_LOCK
+
+	nonRoot := []string{"prlimit", "--memlock=65536:65536", "setpriv", "--reuid", "1000", "--regid", "1000", "--clear-groups",
+		"--inh-caps", "-all", "--bounding-set", "-all,+ipc_lock"}
+
+	t.Run("uid 1000, 64KiB, no capability", func(t *testing.T) {
+		r := invocation{pre: nonRoot, args: []string{"doctor", "--json", "--probe", "16MiB"}}.run(t)
+		doc := decodeJSON(t, r.stdout)
+		requireDoctorShape(t, doc)
+		require.Equal(t, ExitCheckFailed, r.code)
+		mem := check(t, doc, "memlock")
+		require.Equal(t, "fail", mem["status"])
+		require.Equal(t, "none", jpath(t, check(t, doc, "capabilities"), "details", "command", "via"))
+		require.Equal(t, float64(65536), jpath(t, mem, "details", "soft"))
+		require.Equal(t, false, jpath(t, mem, "details", "probe_ok"))
+		require.Equal(t, float64(16<<20), jpath(t, mem, "details", "probe_bytes"))
+	})
+
+	t.Run("root with CAP_IPC_LOCK", func(t *testing.T) {
+		r := invocation{pre: []string{"prlimit", "--memlock=65536:65536"}, args: []string{"doctor", "--json", "--probe", "16MiB"}}.run(t)
+		doc := decodeJSON(t, r.stdout)
+		requireDoctorShape(t, doc)
+		mem := check(t, doc, "memlock")
+		require.Equal(t, "ok", mem["status"], "%v", mem)
+		require.Equal(t, true, jpath(t, check(t, doc, "capabilities"), "details", "command", "ipc_lock_effective"))
+		require.Equal(t, true, jpath(t, mem, "details", "probe_ok"))
+	})
+
+	t.Run("file capability cap_ipc_lock+p under uid 1000", func(t *testing.T) {
+		setcap := testutil.RequireTool(t, "setcap")
+		dir, err := os.MkdirTemp("", "ncclrun-setcap-")
+		require.NoError(t, err)
+		t.Cleanup(func() { os.RemoveAll(dir) })
+		require.NoError(t, os.Chmod(dir, 0o755))
+		capBin := filepath.Join(dir, "ncclrun")
+		data, err := os.ReadFile(bin)
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(capBin, data, 0o755))
+		if out, err := exec.Command(setcap, "cap_ipc_lock+p", capBin).CombinedOutput(); err != nil {
+			testutil.SkipOrFail(t, "setcap on %s: %v: %s", capBin, err, out)
+		}
+		r := invocation{pre: nonRoot, path: capBin, args: []string{"doctor", "--json", "--probe", "16MiB"}}.run(t)
+		doc := decodeJSON(t, r.stdout)
+		requireDoctorShape(t, doc)
+		capc := check(t, doc, "capabilities")
+		require.Equal(t, "ambient", jpath(t, capc, "details", "command", "via"))
+		require.Equal(t, true, jpath(t, capc, "details", "command", "ipc_lock_effective"))
+		mem := check(t, doc, "memlock")
+		require.Equal(t, "ok", mem["status"], "%v", mem)
+		require.Equal(t, true, jpath(t, mem, "details", "probe_ok"))
+
+		// And run gives CMD that capability: a non-root child pins 16 MiB
+		// under a 64 KiB limit.
+		// (CMD is a plain copy: a file-capability binary would lose the
+		// ambient set on exec.)
+		r = invocation{pre: nonRoot, path: capBin, args: []string{"--quiet", "--", bin, "probe-mlock", "16MiB"}}.run(t)
+		require.Equal(t, 0, r.code, "stderr: %q", r.stderr)
+	})
+}

@@ -1,0 +1,96 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+var exportLine = regexp.MustCompile(`^export [A-Z_][A-Z0-9_]*='([^']|'\\'')*'(  # .+)?$`)
+
+func TestEnvShellFormat(t *testing.T) {
+	root := fakeTree(t, 0, "unlimited", "unlimited", "00000000a80425fb")
+	for _, tc := range []struct {
+		name    string
+		args    []string
+		env     []string
+		want    map[string]string // name -> value that must be printed
+		wantNot []string
+	}{
+		{"defaults", nil, nil, map[string]string{"NCCL_DEBUG": "WARN"}, []string{"NCCL_IB_DISABLE"}},
+		{"--nccl-debug", []string{"--nccl-debug", "INFO"}, nil, map[string]string{"NCCL_DEBUG": "INFO"}, nil},
+		{"--no-ib", []string{"--no-ib"}, nil, map[string]string{"NCCL_DEBUG": "WARN", "NCCL_IB_DISABLE": "1"}, nil},
+		{"--nccl-ib=off", []string{"--no-ib", "--nccl-ib=off"}, nil, map[string]string{"NCCL_DEBUG": "WARN"}, []string{"NCCL_IB_DISABLE"}},
+		{"already set", []string{"--no-ib"}, []string{"NCCL_DEBUG=INFO", "NCCL_IB_DISABLE=0"}, map[string]string{}, []string{"NCCL_DEBUG", "NCCL_IB_DISABLE"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			iv := invocation{args: append([]string{"env", "--root", root}, tc.args...), env: tc.env}
+			r := iv.run(t)
+			require.Equal(t, 0, r.code, "stderr: %q", r.stderr)
+			require.Empty(t, r.stderr)
+			again := iv.run(t)
+			require.Equal(t, r.stdout, again.stdout, "stable output")
+			got := map[string]string{}
+			var names []string
+			for _, l := range strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n") {
+				if l == "" {
+					continue
+				}
+				require.Regexp(t, exportLine, l)
+				name, rest, _ := strings.Cut(strings.TrimPrefix(l, "export "), "=")
+				val, _, _ := strings.Cut(rest[1:], "'")
+				got[name] = val
+				names = append(names, name)
+			}
+			require.IsNonDecreasing(t, names, "sorted by name")
+			for k, v := range tc.want {
+				require.Equal(t, v, got[k], "%s in %q", k, r.stdout)
+			}
+			for _, k := range tc.wantNot {
+				require.NotContains(t, got, k)
+			}
+			// JSON carries the same variables with reasons.
+			j := invocation{args: append([]string{"env", "--root", root, "--format", "json"}, tc.args...), env: tc.env}.run(t)
+			require.Equal(t, 0, j.code)
+			var m map[string]struct {
+				Value  string `json:"value"`
+				Reason string `json:"reason"`
+			}
+			require.NoError(t, json.Unmarshal([]byte(j.stdout), &m), j.stdout)
+			require.Len(t, m, len(got))
+			for k, v := range got {
+				require.Equal(t, v, m[k].Value)
+				require.NotEmpty(t, m[k].Reason)
+			}
+		})
+	}
+}
+
+func TestEnvRespectsNCCLConfFile(t *testing.T) {
+	root := fakeTree(t, 0, "unlimited", "unlimited", "00000000a80425fb")
+	// Under --root, NCCL's config files are read from the snapshot too.
+	require.NoError(t, os.WriteFile(filepath.Join(root, "etc", "nccl.conf"), []byte("NCCL_DEBUG=INFO\n"), 0o644))
+	r := invocation{args: []string{"env", "--format", "json", "--root", root}}.run(t)
+	require.Equal(t, 0, r.code, "stderr: %q", r.stderr)
+	require.NotContains(t, decodeJSON(t, r.stdout), "NCCL_DEBUG")
+	// NCCL_CONF_FILE names a file in the snapshot.
+	conf := filepath.Join(root, "opt", "nccl.conf")
+	require.NoError(t, os.MkdirAll(filepath.Dir(conf), 0o755))
+	require.NoError(t, os.WriteFile(conf, []byte("NCCL_IB_DISABLE=0\n"), 0o644))
+	r = invocation{args: []string{"env", "--format", "json", "--root", root, "--no-ib"}, env: []string{"NCCL_CONF_FILE=/opt/nccl.conf"}}.run(t)
+	require.Equal(t, 0, r.code, "stderr: %q", r.stderr)
+	doc := decodeJSON(t, r.stdout)
+	require.NotContains(t, doc, "NCCL_IB_DISABLE")
+	require.NotContains(t, doc, "NCCL_DEBUG", "/etc/nccl.conf is read as well")
+}
+
+func TestVersion(t *testing.T) {
+	r := ncclrun(t, "version")
+	require.Equal(t, 0, r.code)
+	require.Regexp(t, `^ncclrun `+regexp.QuoteMeta(testVersion)+` \(commit `+testCommit+`, go\S+ \S+/\S+\)\n$`, r.stdout)
+}

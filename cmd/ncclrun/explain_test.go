@@ -1,0 +1,227 @@
+package main
+
+import (
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"testing"
+
+	"github.com/klauspost/compress/zstd"
+	"github.com/stretchr/testify/require"
+	"github.com/ulikunitz/xz"
+
+	"github.com/ncclrun/ncclrun/internal/testutil"
+)
+
+// corpusDir is /work/shared/corpus as seen from this package.
+func corpusDir(t *testing.T) string {
+	t.Helper()
+	d := filepath.Join("..", "..", "..", "shared", "corpus")
+	if _, err := os.Stat(filepath.Join(d, "cases.json")); err != nil {
+		testutil.SkipOrFail(t, "corpus not found at %s: %v", d, err)
+	}
+	return d
+}
+
+type corpusCase struct {
+	Case   string   `json:"case"`
+	Expect []string `json:"expect"`
+	Forbid []string `json:"forbid"`
+}
+
+func loadCases(t *testing.T) (string, []corpusCase) {
+	dir := corpusDir(t)
+	var cases []corpusCase
+	require.NoError(t, json.Unmarshal([]byte(mustRead(t, filepath.Join(dir, "cases.json"))), &cases))
+	require.NotEmpty(t, cases)
+	return dir, cases
+}
+
+func explainIDs(t *testing.T, stdout string) []string {
+	t.Helper()
+	var out struct {
+		Diagnoses []struct {
+			ID string `json:"id"`
+		} `json:"diagnoses"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(stdout), &out), stdout)
+	ids := []string{}
+	for _, d := range out.Diagnoses {
+		ids = append(ids, d.ID)
+	}
+	return ids
+}
+
+func TestExplainCorpus(t *testing.T) {
+	dir, cases := loadCases(t)
+	for _, c := range cases {
+		t.Run(c.Case, func(t *testing.T) {
+			r := ncclrun(t, "explain", "--json", filepath.Join(dir, c.Case+".log"))
+			require.Equal(t, 0, r.code, "stderr: %q", r.stderr)
+			ids := explainIDs(t, r.stdout)
+			// expect lists the right first answers (corpus/README.md).
+			if len(c.Expect) > 0 {
+				require.NotEmpty(t, ids, "want first one of %v", c.Expect)
+				require.Contains(t, c.Expect, ids[0], "first diagnosis of %v", ids)
+			}
+			for _, f := range c.Forbid {
+				if f == "*" {
+					require.Empty(t, ids, "no diagnosis at all")
+					continue
+				}
+				require.NotContains(t, ids, f)
+			}
+		})
+	}
+}
+
+// TestExplainCompressedEqualsPlain: gzip, bzip2, zstd and xz copies (with
+// misleading names) explain exactly as the plain log, from a file and stdin.
+func TestExplainCompressedEqualsPlain(t *testing.T) {
+	dir := corpusDir(t)
+	plainPath := filepath.Join(dir, "memlock-32.log")
+	plain := []byte(mustRead(t, plainPath))
+	want := ncclrun(t, "explain", "--json", plainPath)
+	require.Equal(t, 0, want.code)
+
+	tmp := t.TempDir()
+	copies := map[string][]byte{
+		"gz.txt":   gzipBytes(t, plain),
+		"zst.log":  zstdBytes(t, plain),
+		"xz.gz":    xzBytes(t, plain),
+		"plain.gz": plain,
+	}
+	if bz, err := exec.LookPath("bzip2"); err == nil {
+		cmd := exec.Command(bz, "-c")
+		cmd.Stdin = bytes.NewReader(plain)
+		out, err := cmd.Output()
+		require.NoError(t, err)
+		copies["bz2.log"] = out
+	} else {
+		testutil.SkipOrFail(t, "bzip2 not on PATH: %v", err)
+	}
+	for name, data := range copies {
+		t.Run(name, func(t *testing.T) {
+			p := filepath.Join(tmp, name)
+			require.NoError(t, os.WriteFile(p, data, 0o644))
+			r := ncclrun(t, "explain", "--json", p)
+			require.Equal(t, 0, r.code, "stderr: %q", r.stderr)
+			require.JSONEq(t, want.stdout, r.stdout)
+			r = invocation{args: []string{"explain", "--json", "-"}, stdin: string(data)}.run(t)
+			require.Equal(t, 0, r.code, "stderr: %q", r.stderr)
+			require.JSONEq(t, want.stdout, r.stdout)
+		})
+	}
+}
+
+func TestExplainSeveralFilesAreOneLogSet(t *testing.T) {
+	dir := corpusDir(t)
+	a, b := filepath.Join(dir, "memlock-32.log"), filepath.Join(dir, "shm-02.log")
+	ra := explainIDs(t, ncclrun(t, "explain", "--json", a).stdout)
+	rb := explainIDs(t, ncclrun(t, "explain", "--json", b).stdout)
+	both := ncclrun(t, "explain", "--json", a, b)
+	require.Equal(t, 0, both.code)
+	got := explainIDs(t, both.stdout)
+	want := append(append([]string{}, ra...), rb...)
+	sort.Strings(got)
+	sort.Strings(want)
+	require.Equal(t, dedup(want), got, "one diagnosis per cause across files")
+	require.NotEmpty(t, got)
+
+	// The same file twice: counts and hosts stay one set, ids do not repeat.
+	twice := explainIDs(t, ncclrun(t, "explain", "--json", a, a).stdout)
+	require.ElementsMatch(t, ra, twice)
+}
+
+func dedup(xs []string) []string {
+	var out []string
+	for i, x := range xs {
+		if i == 0 || xs[i-1] != x {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+func TestExplainHumanOutput(t *testing.T) {
+	r := invocation{args: []string{"explain"}, stdin: "all good\nrank 0 finished\n"}.run(t)
+	require.Equal(t, 0, r.code)
+	require.Equal(t, "no NCCL failure found\n", r.stdout)
+
+	dir := corpusDir(t)
+	r = ncclrun(t, "explain", filepath.Join(dir, "memlock-32.log"))
+	require.Equal(t, 0, r.code)
+	for _, k := range []string{"memlock: ", "  seen:  ", "  first: ", "  cause: ", "  fix:   "} {
+		require.Contains(t, r.stdout, k)
+	}
+}
+
+func TestExplainUnreadableInput(t *testing.T) {
+	tmp := t.TempDir()
+	corrupt := filepath.Join(tmp, "corrupt.gz")
+	gz := gzipBytes(t, bytes.Repeat([]byte("NCCL WARN something\n"), 1000))
+	require.NoError(t, os.WriteFile(corrupt, gz[:len(gz)/2], 0o644))
+	requireUsage(t, ncclrun(t, "explain", corrupt), "corrupt.gz")
+	requireUsage(t, ncclrun(t, "explain", tmp), tmp)
+	requireUsage(t, ncclrun(t, "explain", "-", "-"), "stdin")
+}
+
+func gzipBytes(t *testing.T, b []byte) []byte {
+	var buf bytes.Buffer
+	w := gzip.NewWriter(&buf)
+	_, err := w.Write(b)
+	require.NoError(t, err)
+	require.NoError(t, w.Close())
+	return buf.Bytes()
+}
+
+func zstdBytes(t *testing.T, b []byte) []byte {
+	var buf bytes.Buffer
+	w, err := zstd.NewWriter(&buf)
+	require.NoError(t, err)
+	_, err = w.Write(b)
+	require.NoError(t, err)
+	require.NoError(t, w.Close())
+	return buf.Bytes()
+}
+
+func xzBytes(t *testing.T, b []byte) []byte {
+	var buf bytes.Buffer
+	w, err := xz.NewWriter(&buf)
+	require.NoError(t, err)
+	_, err = w.Write(b)
+	require.NoError(t, err)
+	require.NoError(t, w.Close())
+	return buf.Bytes()
+}
+
+// TestDecompress checks the magic-byte detection in-process, whatever the
+// diagnosis package finds.
+func TestDecompress(t *testing.T) {
+	plain := []byte("NCCL WARN Call to ibv_reg_mr failed\nline two\n")
+	for name, data := range map[string][]byte{
+		"plain": plain, "gzip": gzipBytes(t, plain), "zstd": zstdBytes(t, plain), "xz": xzBytes(t, plain),
+		"short": []byte("x"), "empty": nil,
+	} {
+		t.Run(name, func(t *testing.T) {
+			r, c, err := decompress(bytes.NewReader(data))
+			require.NoError(t, err)
+			got, err := io.ReadAll(r)
+			require.NoError(t, err)
+			if c != nil {
+				require.NoError(t, c.Close())
+			}
+			switch name {
+			case "short", "empty":
+				require.Equal(t, string(data), string(got))
+			default:
+				require.Equal(t, string(plain), string(got))
+			}
+		})
+	}
+}

@@ -1,0 +1,111 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestNormalize(t *testing.T) {
+	for _, tc := range []struct {
+		in, want string
+	}{
+		{"", "run"},
+		{"torchrun --nproc-per-node 8 train.py", "run torchrun --nproc-per-node 8 train.py"},
+		{"--strict torchrun -x", "run --strict torchrun -x"},
+		{"--memlock 64KiB --user 1000 -- doctor", "run --memlock 64KiB --user 1000 -- doctor"},
+		{"--memlock=64KiB doctor --json", "doctor --memlock=64KiB --json"},
+		{"--root /snap doctor", "doctor --root /snap"},
+		{"--root /snap run -- x", "run --root /snap -- x"},
+		{"run --strict x", "run --strict x"},
+		{"--bogus doctor", "run --bogus doctor"},
+		{"--help", "--help"},
+		{"-h", "--help"},
+		{"--quiet", "run --quiet"},
+		{"--quiet fake-nccl --ranks 2", "fake-nccl --ranks 2"},
+		{"explain a.log b.log", "explain a.log b.log"},
+		{"- x", "run - x"},
+	} {
+		t.Run(tc.in, func(t *testing.T) {
+			got := normalize(append([]string{"ncclrun"}, strings.Fields(tc.in)...))
+			require.Equal(t, append([]string{"ncclrun"}, strings.Fields(tc.want)...), got)
+		})
+	}
+}
+
+type codeErr int
+
+func (c codeErr) Error() string { return fmt.Sprintf("code %d", int(c)) }
+func (c codeErr) ExitCode() int { return int(c) }
+
+func TestExitStatusMapping(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		want int
+	}{
+		{"nil", nil, 0},
+		{"child status", exitWith(42), 42},
+		{"usage", usagef("bad"), ExitUsage},
+		{"not found", &startError{"x", fmt.Errorf("start: %w", exec.ErrNotFound)}, ExitNotFound},
+		{"no such file", &startError{"x", &fs.PathError{Op: "fork/exec", Path: "x", Err: syscall.ENOENT}}, ExitNotFound},
+		{"permission", &startError{"x", &fs.PathError{Op: "fork/exec", Path: "x", Err: syscall.EACCES}}, ExitNotExecutable},
+		{"typed 127", &startError{"x", codeErr(127)}, ExitNotFound},
+		{"typed 126", &startError{"x", codeErr(126)}, ExitNotExecutable},
+		{"other start failure", &startError{"x", errors.New("boom")}, ExitInternal},
+		{"internal", errors.New("boom"), ExitInternal},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, exitStatus(tc.err, io.Discard))
+		})
+	}
+}
+
+func TestParseTorchrunError(t *testing.T) {
+	te := parseTorchrunError([]byte(`{"message": {"message": "ValueError: x", "extraInfo": {"py_callstack": "tb", "timestamp": "17"}}, "errorCode": -9}`))
+	require.NotNil(t, te)
+	require.Equal(t, "ValueError: x", te.Message)
+	require.Equal(t, "tb", te.Traceback)
+	require.Equal(t, "17", te.Timestamp)
+	require.Equal(t, -9, *te.ErrorCode)
+
+	te = parseTorchrunError([]byte(`{"message": {"message": "E", "extraInfo": {"timestamp": 1700000000}}}`))
+	require.Equal(t, "1700000000", te.Timestamp)
+	te = parseTorchrunError([]byte(`{"message": "plain"}`))
+	require.Equal(t, "plain", te.Message)
+	require.Nil(t, parseTorchrunError([]byte(`not json`)))
+	require.Nil(t, parseTorchrunError([]byte(`{}`)))
+}
+
+func TestIsTorchrun(t *testing.T) {
+	for _, tc := range []struct {
+		path string
+		args []string
+		want bool
+	}{
+		{"torchrun", nil, true},
+		{"/opt/venv/bin/torchrun", []string{"train.py"}, true},
+		{"python3", []string{"-m", "torch.distributed.run", "x.py"}, true},
+		{"python", []string{"-u", "-m", "torch.distributed.launch"}, true},
+		{"python3", []string{"train.py", "-m", "torch.distributed.run"}, false},
+		{"python3", []string{"-m", "pip"}, false},
+		{"mpirun", []string{"torchrun"}, false},
+	} {
+		require.Equal(t, tc.want, isTorchrun(tc.path, tc.args), "%s %v", tc.path, tc.args)
+	}
+}
+
+func TestShellQuoteAndTruncate(t *testing.T) {
+	require.Equal(t, `'a b'`, shellQuote("a b"))
+	require.Equal(t, `'it'\''s'`, shellQuote("it's"))
+	require.Equal(t, "abc", truncate("abc", 5))
+	require.Equal(t, "ab", truncate("abc", 2))
+	require.Equal(t, "a", truncate("aé", 2), "never split a UTF-8 sequence")
+}
