@@ -36,4 +36,10 @@ type Facts struct {
 	MemlockFix string
 	// ShmBytes is the size of /dev/shm (0 unknown).
 	ShmBytes int64
+	// NoRDMA: preflight saw no RDMA device on this host at all (sysfs
+	// lists none), so NCCL's informational "NET/IB : No device found." is
+	// expected (a workstation) and not reported. False means unknown or
+	// devices present (a container that lacks /dev/infiniband still sees
+	// the host's sysfs, so it keeps the diagnosis).
+	NoRDMA bool
 }

@@ -1,0 +1,379 @@
+package diagnosis
+
+import (
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"sort"
+	"sync"
+)
+
+//go:embed catalog.json
+var shippedCatalog []byte
+
+// Certainty values of Entry.Certainty, Pattern.Certainty and Diagnosis.Certainty.
+const (
+	Certain = "certain"
+	Likely  = "likely"
+)
+
+// Values of Entry.Facts: which preflight facts sharpen the entry's message.
+const (
+	// FactsMemlock: with Facts.Known && MemlockAdequate a sighting is
+	// recorded under Entry.AdequateID instead; with Known && !MemlockAdequate
+	// it is certain and names Facts.Seen and uses Facts.MemlockFix; without
+	// facts it is likely, with a How that says how to tell.
+	FactsMemlock = "memlock"
+	// FactsMemoryRegistration: the cause names Facts.Seen when known.
+	FactsMemoryRegistration = "memory-registration"
+	// FactsShm: the cause names the size of /dev/shm (Facts.ShmBytes).
+	FactsShm = "shm"
+)
+
+// Values of Pattern.Unless.
+const (
+	// UnlessNoRDMA: ignore the pattern when Facts.Known && Facts.NoRDMA.
+	UnlessNoRDMA = "no-rdma"
+)
+
+// ErrCatalog is wrapped by every error ParseCatalog and NewCatalog return.
+var ErrCatalog = errors.New("bad diagnosis catalog")
+
+// Entry is one failure cause of the catalog (one element of "entries" in
+// catalog.json). Its zero value is not a valid entry: ID, Title, Cause,
+// Fix and at least one pattern (or AdequateID pointing at it) are needed.
+type Entry struct {
+	// ID is the diagnosis id (CONTRACT.md "Diagnosis ids", or an id
+	// added in docs/diagnosis.md). Unique in a catalog.
+	ID string `json:"id"`
+	// Title is the one-line headline.
+	Title string `json:"title"`
+	// Priority orders causes: higher is more specific / more likely the
+	// root cause. Entries at 50 or more are failures; below 50 they are
+	// observations (a fallback that costs performance). A pattern may
+	// override it.
+	Priority int `json:"priority"`
+	// Cause and Fix are the default explanation and remedy; a pattern may
+	// override either.
+	Cause string `json:"cause"`
+	Fix   string `json:"fix"`
+	// Certainty is Certain or Likely (default Certain); How says how to be
+	// sure when Likely.
+	Certainty string `json:"certainty,omitempty"`
+	How       string `json:"how,omitempty"`
+	// Facts names the preflight facts that change the message
+	// (FactsMemlock, FactsMemoryRegistration, FactsShm) or is empty.
+	Facts string `json:"facts,omitempty"`
+	// AdequateID is where FactsMemlock sightings go when preflight saw an
+	// adequate locked-memory allowance.
+	AdequateID string `json:"adequate_id,omitempty"`
+	// KnockOn marks causes that are often consequences of another failure
+	// (a watchdog timeout, a CUDA OOM): they rank after any non-generic
+	// cause first seen before them.
+	KnockOn bool `json:"knock_on,omitempty"`
+	// After lists ids this entry ranks after when both were seen.
+	After []string `json:"after,omitempty"`
+	// Generic marks the catch-all (nccl-error): it ranks last and is left
+	// out of Diagnoses when a failure-level (priority >= 50) cause exists.
+	Generic bool `json:"generic,omitempty"`
+	// Not are negative patterns: a line matching any of them is not a
+	// sighting of this entry.
+	Not []string `json:"not,omitempty"`
+	// Patterns are tried in catalog order within the entry.
+	Patterns []Pattern `json:"patterns"`
+	// SampleFacts are the facts the samples are checked under (the zero
+	// Facts when absent).
+	SampleFacts *SampleFacts `json:"sample_facts,omitempty"`
+	// Samples are checked by the tests: every Match sample (lines joined by
+	// "\n") gives this id as the first diagnosis, no NoMatch sample gives
+	// it at all.
+	Samples Samples `json:"samples"`
+}
+
+// Pattern is one regular expression of an entry (Go RE2 syntax, case
+// sensitive unless it starts with (?i)). It is tried against the whole
+// line (collector prefixes included) only when the line contains one of
+// Literals.
+type Pattern struct {
+	// Name identifies the pattern inside its entry (Requires and
+	// CertainWith refer to marker names).
+	Name string `json:"name"`
+	// Re is the regular expression.
+	Re string `json:"re"`
+	// Literals are substrings of which every match contains at least one;
+	// they drive the prefilter, so a match without one is never seen.
+	Literals []string `json:"literals"`
+	// Not are negative patterns for this pattern only.
+	Not []string `json:"not,omitempty"`
+	// Marker patterns record that they were seen (for Requires and
+	// CertainWith) and are never a sighting themselves.
+	Marker bool `json:"marker,omitempty"`
+	// Requires names a marker of the same entry that must be seen
+	// somewhere in the output (before or after) for sightings of this
+	// pattern to count.
+	Requires string `json:"requires,omitempty"`
+	// CertainWith names a marker that, once seen, makes this pattern's
+	// sightings certain.
+	CertainWith string `json:"certain_with,omitempty"`
+	// Unless names a fact (UnlessNoRDMA) under which the pattern is ignored.
+	Unless string `json:"unless,omitempty"`
+	// Priority, Certainty, How, Cause and Fix override the entry's when set;
+	// Note is appended to the entry's cause.
+	Priority  int    `json:"priority,omitempty"`
+	Certainty string `json:"certainty,omitempty"`
+	How       string `json:"how,omitempty"`
+	Cause     string `json:"cause,omitempty"`
+	Fix       string `json:"fix,omitempty"`
+	Note      string `json:"note,omitempty"`
+}
+
+// SampleFacts are the Facts an entry's samples are checked under.
+type SampleFacts struct {
+	Known           bool   `json:"known"`
+	MemlockAdequate bool   `json:"memlock_adequate"`
+	NoRDMA          bool   `json:"no_rdma,omitempty"`
+	Seen            string `json:"seen,omitempty"`
+	ShmBytes        int64  `json:"shm_bytes,omitempty"`
+}
+
+// Facts converts s to Facts (the zero Facts for a nil s).
+func (s *SampleFacts) Facts() Facts {
+	if s == nil {
+		return Facts{}
+	}
+	return Facts{Known: s.Known, MemlockAdequate: s.MemlockAdequate, NoRDMA: s.NoRDMA, Seen: s.Seen, ShmBytes: s.ShmBytes}
+}
+
+// Samples are an entry's test lines.
+type Samples struct {
+	Match   []string `json:"match"`
+	NoMatch []string `json:"no_match"`
+}
+
+// catalogFile is the layout of catalog.json.
+type catalogFile struct {
+	Version int     `json:"version"`
+	Comment string  `json:"comment,omitempty"`
+	Entries []Entry `json:"entries"`
+}
+
+// Catalog is a compiled, immutable set of entries; safe for concurrent
+// use by any number of matchers. The zero value is not usable: build one
+// with ParseCatalog, NewCatalog or DefaultCatalog.
+type Catalog struct {
+	entries []Entry
+	cents   []*centry
+	byID    map[string]*centry
+	pats    []*cpattern // ordered by effective priority desc, then catalog order
+	ac      *ahoCorasick
+}
+
+// centry is a compiled entry.
+type centry struct {
+	Entry
+	idx     int
+	not     []*regexp.Regexp
+	markers map[string]int // marker name -> global pattern index
+	after   map[string]bool
+}
+
+// cpattern is a compiled pattern.
+type cpattern struct {
+	Pattern
+	idx         int // in Catalog.pats
+	entry       *centry
+	re          *regexp.Regexp
+	not         []*regexp.Regexp
+	prio        int
+	certainty   string
+	requires    int // global index of the required marker, -1 none
+	certainWith int // global index of the marker, -1 none
+}
+
+var (
+	defaultOnce sync.Once
+	defaultCat  *Catalog
+)
+
+// DefaultCatalog returns the catalog shipped in the binary
+// (diagnosis/catalog.json), compiled once. The shipped catalog is checked
+// by the tests; a broken one panics with the error, quoting the pattern.
+func DefaultCatalog() *Catalog {
+	defaultOnce.Do(func() {
+		c, err := ParseCatalog(shippedCatalog)
+		if err != nil {
+			panic(err)
+		}
+		defaultCat = c
+	})
+	return defaultCat
+}
+
+// ParseCatalog compiles a catalog in catalog.json's format. Errors wrap
+// ErrCatalog and quote the offending entry and pattern.
+func ParseCatalog(data []byte) (*Catalog, error) {
+	var f catalogFile
+	if err := json.Unmarshal(data, &f); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrCatalog, err)
+	}
+	return NewCatalog(f.Entries)
+}
+
+// NewCatalog compiles entries. Errors wrap ErrCatalog: a duplicate or
+// empty id, an entry without title/cause/fix, a pattern that does not
+// compile (quoted), a pattern without literals, an unknown marker name or
+// certainty.
+func NewCatalog(entries []Entry) (*Catalog, error) {
+	c := &Catalog{byID: make(map[string]*centry, len(entries))}
+	c.entries = append([]Entry(nil), entries...)
+	for i := range c.entries {
+		e := &c.entries[i]
+		if e.ID == "" {
+			return nil, fmt.Errorf("%w: entry %d has no id", ErrCatalog, i)
+		}
+		if _, dup := c.byID[e.ID]; dup {
+			return nil, fmt.Errorf("%w: duplicate id %q", ErrCatalog, e.ID)
+		}
+		if e.Title == "" || e.Cause == "" || e.Fix == "" {
+			return nil, fmt.Errorf("%w: entry %q needs title, cause and fix", ErrCatalog, e.ID)
+		}
+		if e.Certainty == "" {
+			e.Certainty = Certain
+		}
+		if e.Certainty != Certain && e.Certainty != Likely {
+			return nil, fmt.Errorf("%w: entry %q: certainty %q is not %q or %q", ErrCatalog, e.ID, e.Certainty, Certain, Likely)
+		}
+		ce := &centry{Entry: *e, idx: i, markers: map[string]int{}, after: map[string]bool{}}
+		for _, a := range e.After {
+			ce.after[a] = true
+		}
+		for _, n := range e.Not {
+			re, err := regexp.Compile(n)
+			if err != nil {
+				return nil, fmt.Errorf("%w: entry %q: negative pattern %q: %w", ErrCatalog, e.ID, n, err)
+			}
+			ce.not = append(ce.not, re)
+		}
+		c.byID[e.ID] = ce
+		c.cents = append(c.cents, ce)
+	}
+	for _, ce := range c.cents {
+		if ce.AdequateID != "" {
+			if _, ok := c.byID[ce.AdequateID]; !ok {
+				return nil, fmt.Errorf("%w: entry %q: adequate_id %q is not an entry", ErrCatalog, ce.ID, ce.AdequateID)
+			}
+		}
+		if len(ce.Patterns) == 0 && !c.isAdequateTarget(ce.ID) {
+			return nil, fmt.Errorf("%w: entry %q has no patterns", ErrCatalog, ce.ID)
+		}
+		for j := range ce.Patterns {
+			p := ce.Patterns[j]
+			cp, err := compilePattern(ce, p)
+			if err != nil {
+				return nil, err
+			}
+			c.pats = append(c.pats, cp)
+		}
+	}
+	sort.SliceStable(c.pats, func(i, j int) bool { return c.pats[i].prio > c.pats[j].prio })
+	for i, cp := range c.pats {
+		cp.idx = i
+		if cp.Marker {
+			cp.entry.markers[cp.Name] = i
+		}
+	}
+	for _, cp := range c.pats {
+		var err error
+		if cp.requires, err = markerIndex(cp, cp.Requires); err != nil {
+			return nil, err
+		}
+		if cp.certainWith, err = markerIndex(cp, cp.CertainWith); err != nil {
+			return nil, err
+		}
+	}
+	var lits []string
+	var owners []int
+	for _, cp := range c.pats {
+		for _, l := range cp.Literals {
+			lits = append(lits, l)
+			owners = append(owners, cp.idx)
+		}
+	}
+	c.ac = newAhoCorasick(lits, owners)
+	return c, nil
+}
+
+func (c *Catalog) isAdequateTarget(id string) bool {
+	for _, ce := range c.cents {
+		if ce.AdequateID == id {
+			return true
+		}
+	}
+	return false
+}
+
+func compilePattern(ce *centry, p Pattern) (*cpattern, error) {
+	where := fmt.Sprintf("entry %q pattern %q", ce.ID, p.Name)
+	re, err := regexp.Compile(p.Re)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %q: %w", ErrCatalog, where, p.Re, err)
+	}
+	if len(p.Literals) == 0 {
+		return nil, fmt.Errorf("%w: %s: %q has no literals for the prefilter", ErrCatalog, where, p.Re)
+	}
+	for _, l := range p.Literals {
+		if l == "" {
+			return nil, fmt.Errorf("%w: %s: empty literal", ErrCatalog, where)
+		}
+	}
+	cp := &cpattern{Pattern: p, entry: ce, re: re, prio: ce.Priority, certainty: ce.Certainty, requires: -1, certainWith: -1}
+	if p.Priority != 0 {
+		cp.prio = p.Priority
+	}
+	if p.Certainty != "" {
+		if p.Certainty != Certain && p.Certainty != Likely {
+			return nil, fmt.Errorf("%w: %s: certainty %q", ErrCatalog, where, p.Certainty)
+		}
+		cp.certainty = p.Certainty
+	}
+	if p.Unless != "" && p.Unless != UnlessNoRDMA {
+		return nil, fmt.Errorf("%w: %s: unknown unless %q", ErrCatalog, where, p.Unless)
+	}
+	for _, n := range p.Not {
+		nre, err := regexp.Compile(n)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s: negative pattern %q: %w", ErrCatalog, where, n, err)
+		}
+		cp.not = append(cp.not, nre)
+	}
+	return cp, nil
+}
+
+func markerIndex(cp *cpattern, name string) (int, error) {
+	if name == "" {
+		return -1, nil
+	}
+	i, ok := cp.entry.markers[name]
+	if !ok {
+		return -1, fmt.Errorf("%w: entry %q pattern %q: %q is not a marker of the entry", ErrCatalog, cp.entry.ID, cp.Name, name)
+	}
+	return i, nil
+}
+
+// Entries returns a copy of the catalog's entries in catalog order.
+func (c *Catalog) Entries() []Entry {
+	out := make([]Entry, len(c.entries))
+	copy(out, c.entries)
+	return out
+}
+
+// Entry returns the entry with this id.
+func (c *Catalog) Entry(id string) (Entry, bool) {
+	ce, ok := c.byID[id]
+	if !ok {
+		return Entry{}, false
+	}
+	return ce.Entry, true
+}
