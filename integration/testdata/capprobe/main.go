@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -50,7 +51,9 @@ func main() {
 		case "ignore-term":
 			signal.Ignore(syscall.SIGTERM)
 			fmt.Println("ready")
-			select {}
+			for { // block; a bare select{} would die as a deadlock
+				time.Sleep(time.Hour)
+			}
 		}
 	}
 	var size int64
