@@ -18,6 +18,9 @@ type credFacts struct {
 	userns     bool
 	usernsErr  error
 	fileCap    *bool // nil: unknown (snapshot tree, or not readable)
+	// raiseSimulated: a snapshot's soft limit was below its hard limit and
+	// memlock holds the values after the raise ncclrun run would do.
+	raiseSimulated bool
 }
 
 func gatherCreds(s sysRoot) credFacts {
@@ -218,7 +221,11 @@ func decideMemlock(c credFacts, p cmdPlan, min int64, kind string) memlockVerdic
 		}
 		return v
 	case c.memlockErr != nil:
-		return memlockVerdict{rule: ruleUnknown, status: Warn, summary: fmt.Sprintf("RLIMIT_MEMLOCK could not be read (%v) and CMD will not hold CAP_IPC_LOCK", c.memlockErr), fix: raiseFix(kind)}
+		tail := " and CMD will not hold CAP_IPC_LOCK"
+		if c.statusErr != nil {
+			tail = "; the credentials could not be read either"
+		}
+		return memlockVerdict{rule: ruleUnknown, status: Warn, summary: fmt.Sprintf("RLIMIT_MEMLOCK could not be read (%v)%s", c.memlockErr, tail), fix: raiseFix(kind)}
 	case c.statusErr != nil:
 		if lim.Soft >= min {
 			return memlockVerdict{rule: ruleUnknown, status: Warn, summary: fmt.Sprintf("%s, enough for the %s minimum; the credentials could not be read (%v)", limWord, units.FormatSize(min), c.statusErr), fix: raiseFix(kind)}
@@ -248,11 +255,11 @@ func decideMemlock(c credFacts, p cmdPlan, min int64, kind string) memlockVerdic
 		return memlockVerdict{rule: ruleDropped, status: Fail,
 			summary: fmt.Sprintf("%s and --drop-cap removes CAP_IPC_LOCK from CMD%s", limWord, cannot),
 			fix:     "this reproduces a container without CAP_IPC_LOCK; in production " + raiseFix(kind)}
-	case cmdUID != 0 && ipc.Bounding && !ipc.Permitted && st.NoNewPrivs && c.fileCap != nil && *c.fileCap:
+	case cmdUID != 0 && ipc.Bounding && !ipc.Permitted && !unrestricted(st.Bnd) && st.NoNewPrivs && c.fileCap != nil && *c.fileCap:
 		return memlockVerdict{rule: ruleNNPFileCap, status: Fail,
 			summary: fmt.Sprintf("%s and ncclrun's file capability was ignored because no_new_privs is set and the process that started ncclrun did not hold CAP_IPC_LOCK%s", limWord, cannot),
 			fix:     "make ncclrun the container's command in exec form (no shell in between; runc then execs it holding CAP_IPC_LOCK) or set `allowPrivilegeEscalation: false` to true; otherwise " + ambientFix(kind, cmdUID, p.cmd.GID) + "; or " + raiseFix(kind)}
-	case cmdUID != 0 && ipc.Bounding && !ipc.Permitted:
+	case cmdUID != 0 && ipc.Bounding && !ipc.Permitted && !unrestricted(st.Bnd):
 		v := memlockVerdict{rule: ruleK8sTrap, status: Fail,
 			summary: fmt.Sprintf("%s and CAP_IPC_LOCK is in the bounding set only for %s%s", limWord, who, cannot),
 			fix:     "Kubernetes and Docker do not raise an added capability into a non-root user's ambient set (kubernetes/kubernetes#56374), so `capabilities.add: [IPC_LOCK]` or `--cap-add IPC_LOCK` has no effect for " + who + ". Fix: " + ambientFix(kind, cmdUID, p.cmd.GID) + "; or " + raiseFix(kind)}
@@ -273,6 +280,15 @@ func decideMemlock(c credFacts, p cmdPlan, min int64, kind string) memlockVerdic
 			summary: fmt.Sprintf("%s and %s has no CAP_IPC_LOCK%s", limWord, who, cannot),
 			fix:     fix}
 	}
+}
+
+// unrestricted reports whether a bounding set is a host's full set (it holds
+// CAP_SYS_MODULE and CAP_SYS_ADMIN, which containers do not get) rather than
+// a container's chosen list: a non-root process with a full bounding set is
+// an ordinary user (row 10), not one whose added IPC_LOCK was lost (row 8).
+func unrestricted(bnd uint64) bool {
+	const capSysModule, capSysAdmin = 16, 21
+	return hasCap(bnd, capSysModule) && hasCap(bnd, capSysAdmin)
 }
 
 func rlimitDetail(v int64) int64 {
@@ -304,6 +320,9 @@ func checkMemlock(opts Options, c credFacts, p cmdPlan, kind string) (Result, me
 	}
 	if c.memlockErr != nil {
 		d["error"] = c.memlockErr.Error()
+	}
+	if c.raiseSimulated {
+		d["raise"] = "simulated: ncclrun run raises the soft limit to the hard limit"
 	}
 	if p.limitPlan {
 		d["command_soft"] = rlimitDetail(p.cmd.Memlock.Soft)

@@ -55,6 +55,6 @@ func checkEnvironment(e Environment) Result {
 	if len(e.Clues) > 0 {
 		d["clues"] = e.Clues
 	}
-	name := map[string]string{"kubernetes": "a Kubernetes pod", "slurm": "a Slurm job", "docker": "a container", "host": "a host (no container or scheduler seen)"}[e.Kind]
-	return Result{ID: IDEnvironment, Status: OK, Summary: "Running in " + name + ": " + e.Reason, Details: d}
+	name := map[string]string{"kubernetes": "Kubernetes pod", "slurm": "Slurm job", "docker": "container", "host": "host"}[e.Kind]
+	return Result{ID: IDEnvironment, Status: OK, Summary: "Platform: " + name + " (" + e.Reason + ")", Details: d}
 }

@@ -78,3 +78,15 @@ func TestLiveReportPrints(t *testing.T) {
 	b, _ := json.MarshalIndent(r, "", "  ")
 	t.Log(string(b))
 }
+
+func TestDumpTree(t *testing.T) {
+	tree := os.Getenv("PREFLIGHT_DUMP_TREE")
+	if tree == "" {
+		t.Skip("set PREFLIGHT_DUMP_TREE=<testdata tree> to print its report")
+	}
+	r := Run(context.Background(), Options{Root: "testdata/" + tree, Env: []string{}})
+	for _, c := range r.Checks {
+		b, _ := json.Marshal(c.Details)
+		t.Logf("%s %s: %s\n   fix: %s\n   %s", c.ID, c.Status, c.Summary, c.Fix, b)
+	}
+}

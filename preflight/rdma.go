@@ -155,18 +155,14 @@ func checkRDMA(s sysRoot, env map[string]string, kind string) Result {
 		if !dev.UverbsPresent {
 			noVerbs = append(noVerbs, dev.Name)
 		}
-		anyUp := false
 		for _, p := range dev.Ports {
 			if dev.usable(p) {
 				usable = append(usable, fmt.Sprintf("%s:%d", dev.Name, p.Port))
 			}
-			if p.State == "ACTIVE" {
-				anyUp = true
-			} else {
+			if p.State != "ACTIVE" {
 				down = append(down, fmt.Sprintf("%s:%d (%s)", dev.Name, p.Port, p.State))
 			}
 		}
-		_ = anyUp
 	}
 	r := Result{ID: IDRDMA, Status: OK, Details: d}
 	var hcaWarn string

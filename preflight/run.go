@@ -36,6 +36,14 @@ func Run(ctx context.Context, opts Options) Report {
 	rep.Checks = append(rep.Checks, envRes)
 
 	creds := gatherCreds(s)
+	if !s.live && opts.MemlockBefore == nil && creds.memlockErr == nil && creds.memlock.Soft != creds.memlock.Hard {
+		// A snapshot was taken before any raise: report what CMD gets
+		// after the soft-to-hard raise that run performs (row 4).
+		before := creds.memlock
+		opts.MemlockBefore = &before
+		creds.memlock.Soft = creds.memlock.Hard
+		creds.raiseSimulated = true
+	}
 	plan := planCommand(s, creds, opts.Plan)
 	rep.Command = plan.cmd
 

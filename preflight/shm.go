@@ -217,12 +217,7 @@ func checkShm(s sysRoot, gpus int, kind string) Result {
 	switch {
 	case size >= recommendedShm:
 		r.Status = OK
-		r.Summary = fmt.Sprintf("/dev/shm is %s", units.FormatSize(size))
-		if size < need {
-			r.Status = Warn
-			r.Summary = fmt.Sprintf("/dev/shm is %s, less than the about %s NCCL's SHM transport may need for %s", units.FormatSize(size), units.FormatSize(need), gpuWord)
-			r.Fix = shmFix(kind)
-		}
+		r.Summary = fmt.Sprintf("/dev/shm is %s, at least NVIDIA's recommended 1 GiB", units.FormatSize(size))
 	case size < need && size <= dockerDefaultShm:
 		r.Status = Fail
 		r.Summary = fmt.Sprintf("/dev/shm is %s (the container default) and cannot hold the about %s NCCL's SHM transport needs for %s", units.FormatSize(size), units.FormatSize(need), gpuWord)
