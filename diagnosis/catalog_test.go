@@ -1,0 +1,187 @@
+package diagnosis
+
+import (
+	"bufio"
+	"errors"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ncclrun/ncclrun/internal/testutil"
+)
+
+// tableIDs returns the ids of a markdown table's "| `id` | meaning |" rows.
+func tableIDs(t *testing.T, path string) map[string]bool {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	row := regexp.MustCompile("^\\| `([a-z0-9-]+)` \\|")
+	ids := map[string]bool{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if m := row.FindStringSubmatch(sc.Text()); m != nil {
+			ids[m[1]] = true
+		}
+	}
+	require.NoError(t, sc.Err())
+	return ids
+}
+
+func TestShippedCatalogLoads(t *testing.T) {
+	c, err := ParseCatalog(shippedCatalog)
+	require.NoError(t, err)
+	seen := map[string]bool{}
+	for _, e := range c.Entries() {
+		assert.False(t, seen[e.ID], "duplicate id %q", e.ID)
+		seen[e.ID] = true
+		assert.NotEmpty(t, e.Title, e.ID)
+		assert.NotEmpty(t, e.Cause, e.ID)
+		assert.NotEmpty(t, e.Fix, e.ID)
+		assert.NotEmpty(t, e.Samples.Match, "entry %q needs positive samples", e.ID)
+		assert.NotEmpty(t, e.Samples.NoMatch, "entry %q needs negative samples", e.ID)
+	}
+}
+
+func TestCatalogIDsAgainstContract(t *testing.T) {
+	contract := tableIDs(t, "../../shared/CONTRACT.md")
+	if contract == nil {
+		testutil.SkipOrFail(t, "../../shared/CONTRACT.md not found (CI has ../shared beside the clone)")
+		return
+	}
+	added := tableIDs(t, "../docs/diagnosis.md")
+	require.NotEmpty(t, contract, "no id table parsed from CONTRACT.md")
+	c := DefaultCatalog()
+	for id := range contract {
+		_, ok := c.Entry(id)
+		assert.True(t, ok, "CONTRACT.md id %q has no catalog entry", id)
+	}
+	for _, e := range c.Entries() {
+		assert.True(t, contract[e.ID] || added[e.ID], "catalog id %q is neither in CONTRACT.md nor in docs/diagnosis.md's added ids", e.ID)
+	}
+}
+
+// TestCatalogSamples checks every entry against its own samples: a Match
+// sample gives the entry's id first, a NoMatch sample never gives it.
+func TestCatalogSamples(t *testing.T) {
+	for _, e := range DefaultCatalog().Entries() {
+		f := e.SampleFacts.Facts()
+		for _, s := range e.Samples.Match {
+			ds, err := Explain(strings.NewReader(s), f)
+			require.NoError(t, err)
+			if assert.NotEmpty(t, ds, "%s: no diagnosis for %q", e.ID, s) {
+				assert.Equal(t, e.ID, ds[0].ID, "%s: first diagnosis for %q", e.ID, s)
+			}
+		}
+		for _, s := range e.Samples.NoMatch {
+			ds, err := Explain(strings.NewReader(s), f)
+			require.NoError(t, err)
+			for _, d := range ds {
+				assert.NotEqual(t, e.ID, d.ID, "%s: negative sample %q matched", e.ID, s)
+			}
+		}
+	}
+}
+
+// TestPrefilterIsSound: for every sample line, any pattern whose regex
+// matches also has one of its literals in the line, so the prefilter never
+// hides a match.
+func TestPrefilterIsSound(t *testing.T) {
+	c := DefaultCatalog()
+	var lines []string
+	for _, e := range c.Entries() {
+		for _, s := range append(append([]string{}, e.Samples.Match...), e.Samples.NoMatch...) {
+			lines = append(lines, strings.Split(s, "\n")...)
+		}
+	}
+	for _, p := range c.pats {
+		for _, l := range lines {
+			if !p.re.MatchString(l) {
+				continue
+			}
+			found := false
+			for _, lit := range p.Literals {
+				found = found || strings.Contains(l, lit)
+			}
+			assert.True(t, found, "entry %q pattern %q matches %q but none of its literals %q", p.entry.ID, p.Name, l, p.Literals)
+		}
+	}
+}
+
+func TestEveryPatternHasAPositiveSample(t *testing.T) {
+	c := DefaultCatalog()
+	for _, p := range c.pats {
+		hit := false
+		for _, e := range c.Entries() {
+			for _, s := range e.Samples.Match {
+				for _, l := range strings.Split(s, "\n") {
+					hit = hit || p.re.MatchString(l)
+				}
+			}
+		}
+		if p.entry.ID == "memory-registration" && p.Name == "dmesg" {
+			hit = true // its sample is the dmesg line, checked under adequate facts
+		}
+		assert.True(t, hit, "entry %q pattern %q has no sample that matches it", p.entry.ID, p.Name)
+	}
+}
+
+func TestNewCatalogErrors(t *testing.T) {
+	base := func() Entry {
+		return Entry{ID: "x", Title: "t", Cause: "c", Fix: "f", Patterns: []Pattern{{Name: "p", Re: "abc", Literals: []string{"abc"}}}}
+	}
+	tests := []struct {
+		name   string
+		mutate func(es []Entry) []Entry
+		quote  string
+	}{
+		{"bad regex quoted", func(es []Entry) []Entry { es[0].Patterns[0].Re = "a(b"; return es }, `"a(b"`},
+		{"bad negative", func(es []Entry) []Entry { es[0].Not = []string{"[z"}; return es }, `"[z"`},
+		{"no literals", func(es []Entry) []Entry { es[0].Patterns[0].Literals = nil; return es }, "no literals"},
+		{"duplicate id", func(es []Entry) []Entry { return append(es, base()) }, `duplicate id "x"`},
+		{"unknown marker", func(es []Entry) []Entry { es[0].Patterns[0].Requires = "nope"; return es }, `"nope" is not a marker`},
+		{"bad certainty", func(es []Entry) []Entry { es[0].Certainty = "maybe"; return es }, `"maybe"`},
+		{"no title", func(es []Entry) []Entry { es[0].Title = ""; return es }, "needs title"},
+		{"no patterns", func(es []Entry) []Entry { es[0].Patterns = nil; return es }, "no patterns"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := NewCatalog(tt.mutate([]Entry{base()}))
+			require.Error(t, err)
+			assert.True(t, errors.Is(err, ErrCatalog))
+			assert.Contains(t, err.Error(), tt.quote)
+		})
+	}
+	_, err := ParseCatalog([]byte("{"))
+	assert.ErrorIs(t, err, ErrCatalog)
+	_, err = NewCatalog([]Entry{base()})
+	assert.NoError(t, err)
+}
+
+func TestAhoCorasick(t *testing.T) {
+	lits := []string{"he", "she", "his", "hers", "Cannot allocate memory"}
+	owners := []int{0, 1, 2, 3, 4}
+	a := newAhoCorasick(lits, owners)
+	stamp := make([]uint32, 5)
+	tests := []struct {
+		in   string
+		want []int32
+	}{
+		{"ushers", []int32{1, 0, 3}},
+		{"nothing here", []int32{0}},
+		{"xyz", nil},
+		{"failed with error Cannot allocate memory", []int32{4}},
+		{"Cannot allocate memor", nil},
+		{"hishe", []int32{2, 1, 0}},
+	}
+	for i, tt := range tests {
+		got := a.scan([]byte(tt.in), stamp, uint32(i+1), nil)
+		assert.ElementsMatch(t, tt.want, got, tt.in)
+	}
+}
