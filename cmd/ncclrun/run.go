@@ -37,9 +37,10 @@ type runReport struct {
 	Version       string                `json:"ncclrun_version"`
 }
 
-// preflightOptions are the options run and doctor share. On the live
-// system it first raises ncclrun's own memlock as run does (once: call it
-// once per process) and records the limit as found.
+// preflightOptions are the options run, doctor and env share. It first
+// raises ncclrun's own memlock as run does (call it once per process: a
+// second raise would find the raised limit) and, on the live system,
+// records the limit as found.
 func preflightOptions(s settings, environ []string) preflight.Options {
 	opts := preflight.Options{
 		Root:       s.root,
@@ -47,10 +48,10 @@ func preflightOptions(s settings, environ []string) preflight.Options {
 		MinMemlock: s.minMemlock,
 		Plan:       s.plan(),
 	}
-	if liveRoot(s.root) {
-		if mc, err := launcher.RaiseMemlock(); err == nil {
-			opts.MemlockBefore = &preflight.Rlimit{Soft: mc.Before[0], Hard: mc.Before[1]}
-		}
+	// The raise is of the live process whatever --root says (run's CMD is
+	// live); the limit as found only describes the live system.
+	if mc, err := launcher.RaiseMemlock(); err == nil && liveRoot(s.root) {
+		opts.MemlockBefore = &preflight.Rlimit{Soft: mc.Before[0], Hard: mc.Before[1]}
 	}
 	return opts
 }
