@@ -121,8 +121,8 @@ func cmdRun(c *cli.Context, e *env) error {
 	cfg.OnLine = func(_ launcher.Stream, line []byte) {
 		mu.Lock()
 		defer mu.Unlock()
-		if d := m.Feed(line); d != nil {
-			_, _ = e.stderr.Write(diagnosisMessage(*d))
+		for _, d := range m.FeedAll(line) {
+			_, _ = e.stderr.Write(diagnosisMessage(d))
 		}
 	}
 	res, err := launcher.Run(cfg)
@@ -186,7 +186,7 @@ func terminationLogPath(s settings, r preflight.Report) string {
 // was found, how CMD ended (and torchrun's first failure).
 func terminationText(ds []diagnosis.Diagnosis, code int, sig string, te *torchrunError) string {
 	if len(ds) > 0 {
-		return terminationMessage(ds, terminationLimit)
+		return diagnosis.TerminationMessage(ds, terminationLimit)
 	}
 	var b bytes.Buffer
 	if sig != "" {
