@@ -170,7 +170,10 @@ func run(self string, st State, stdout, stderr io.Writer) int {
 		say("[2/2] With the fix: keep CAP_IPC_LOCK (still under the 64 KiB limit).")
 		fixed = []string{"run", "--memlock", "64KiB"}
 	case FixLimit:
-		say("[2/2] With the fix: the memlock limit this machine allows instead of 64 KiB.")
+		say("[2/2] With the fix: the memlock limit this machine allows instead of 64 KiB; each rank pins %s.", units.FormatSize(fix.Pin))
+		if st.MemlockHard >= 0 {
+			say("      (Real NCCL needs more than %s: ncclrun's preflight still says so.)", units.FormatSize(st.MemlockHard))
+		}
 		fixed = []string{"run"}
 	default:
 		say("[2/2] No fix can be shown here: %s.", fix.Why)
