@@ -587,4 +587,3 @@ func TestRaiseMemlock(t *testing.T) {
 		assert.Equal(t, [2]int64{-1, -1}, got.After, "CAP_SYS_RESOURCE: unlimited")
 	}
 }
-

@@ -1,0 +1,229 @@
+package launcher
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestComposeEnv(t *testing.T) {
+	debug := EnvVar{Name: "NCCL_DEBUG", Value: "WARN", Reason: "r1"}
+	hca := EnvVar{Name: "NCCL_IB_HCA", Value: "=mlx5_0", Reason: "r2"}
+	tests := []struct {
+		name      string
+		base      []string
+		adds      []EnvVar
+		preset    map[string]string
+		wantEnv   []string
+		wantAdded []EnvVar
+	}{
+		{"adds, sorted", []string{"PATH=/bin", "HOME=/root"}, []EnvVar{debug, hca}, nil,
+			[]string{"HOME=/root", "NCCL_DEBUG=WARN", "NCCL_IB_HCA==mlx5_0", "PATH=/bin"}, []EnvVar{debug, hca}},
+		{"set in base, even empty", []string{"NCCL_DEBUG="}, []EnvVar{debug}, nil,
+			[]string{"NCCL_DEBUG="}, nil},
+		{"set in NCCL's config", nil, []EnvVar{debug, hca}, map[string]string{"NCCL_DEBUG": "INFO"},
+			[]string{"NCCL_IB_HCA==mlx5_0"}, []EnvVar{hca}},
+		{"repeated add once", nil, []EnvVar{debug, {Name: "NCCL_DEBUG", Value: "INFO"}}, nil,
+			[]string{"NCCL_DEBUG=WARN"}, []EnvVar{debug}},
+		{"duplicates in base keep their order", []string{"B=1", "A=2", "A=1"}, nil, nil,
+			[]string{"A=2", "A=1", "B=1"}, nil},
+		{"prefix names sort by name", []string{"NCCL_IB=1", "NCCL=2"}, nil, nil,
+			[]string{"NCCL=2", "NCCL_IB=1"}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			base := append([]string(nil), tt.base...)
+			env, added := ComposeEnv(base, tt.adds, tt.preset)
+			assert.Equal(t, tt.wantEnv, env)
+			assert.Equal(t, tt.wantAdded, added)
+			assert.Equal(t, tt.base, base, "base is not modified")
+		})
+	}
+}
+
+func TestMPIRunArgs(t *testing.T) {
+	dir := t.TempDir()
+	mk := func(p string) string {
+		p = filepath.Join(dir, p)
+		require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+		require.NoError(t, os.WriteFile(p, []byte("#!/bin/sh\n"), 0o755))
+		return p
+	}
+	ompi := mk("ompi/bin/mpirun")
+	mk("ompi/bin/ompi_info")
+	mpich := mk("mpich/bin/mpirun")
+	mk("mpich/bin/hydra_pmi_proxy")
+	unknown := mk("unknown/bin/mpiexec")
+	alt := mk("alt/bin/mpirun.openmpi")
+	link := filepath.Join(dir, "alt/bin/mpirun")
+	require.NoError(t, os.Symlink(alt, link))
+
+	added := []EnvVar{{Name: "NCCL_DEBUG", Value: "WARN"}, {Name: "NCCL_IB_HCA", Value: "mlx5_0"}}
+	user := []string{"-np", "16", "python", "train.py"}
+	x := []string{"-x", "NCCL_DEBUG", "-x", "NCCL_IB_HCA"}
+	tests := []struct {
+		name  string
+		path  string
+		args  []string
+		added []EnvVar
+		want  []string
+	}{
+		{"open mpi by ompi_info", ompi, user, added, append(x, user...)},
+		{"mpich hydra unchanged", mpich, user, added, user},
+		{"undecided unchanged", unknown, user, added, user},
+		{"debian alternative symlink", link, user, added, append(x, user...)},
+		{"orterun by name", filepath.Join(dir, "nowhere/orterun"), user, added, append(x, user...)},
+		{"prterun by name", "prterun", user, added, append(x, user...)},
+		{"mpiexec.hydra by name", "mpiexec.hydra", user, added, user},
+		{"not an mpi launcher", "torchrun", user, added, user},
+		{"nothing added", ompi, user, nil, user},
+		{"user already passes -x", ompi, []string{"-x", "NCCL_DEBUG=INFO", "-np", "2", "a.out"}, added,
+			[]string{"-x", "NCCL_IB_HCA", "-x", "NCCL_DEBUG=INFO", "-np", "2", "a.out"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, MPIRunArgs(tt.path, tt.args, tt.added))
+		})
+	}
+	t.Run("OPAL_PREFIX decides an undecided mpirun", func(t *testing.T) {
+		t.Setenv("OPAL_PREFIX", "/opt/ompi")
+		assert.Equal(t, append(x, user...), MPIRunArgs(unknown, user, added))
+		assert.Equal(t, user, MPIRunArgs(mpich, user, added), "a Hydra sibling outweighs OPAL_PREFIX")
+	})
+}
+
+func TestLineSplitter(t *testing.T) {
+	long := strings.Repeat("y", MaxLine+10)
+	exact := strings.Repeat("e", MaxLine)
+	tests := []struct {
+		name   string
+		chunks []string
+		gapAt  int // feed index before which data was dropped; -1 none
+		want   []string
+	}{
+		{"simple", []string{"a\nb\n"}, -1, []string{"a", "b"}},
+		{"split across chunks", []string{"he", "llo\nwor", "ld\n"}, -1, []string{"hello", "world"}},
+		{"empty lines", []string{"\n\n"}, -1, []string{"", ""}},
+		{"no trailing newline", []string{"tail"}, -1, []string{"tail"}},
+		{"carriage return kept", []string{"a\r\n"}, -1, []string{"a\r"}},
+		{"long line cut", []string{long + "\nnext\n"}, -1, []string{long[:MaxLine], "next"}},
+		{"long line over chunks", []string{long[:100], long[100:], "\nz"}, -1, []string{long[:MaxLine], "z"}},
+		{"exactly MaxLine not cut", []string{exact, "\n"}, -1, []string{exact}},
+		{"gap delivers the prefix and skips the rest", []string{"par", "tial\nok\n"}, 1, []string{"par", "ok"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var got []string
+			l := &lineSplitter{s: Stdout, emit: func(_ Stream, b []byte) { got = append(got, string(b)) }}
+			for i, c := range tt.chunks {
+				if i == tt.gapAt {
+					l.gap()
+				}
+				l.feed([]byte(c))
+			}
+			l.flush()
+			assert.Equal(t, tt.want, got)
+		})
+	}
+}
+
+func TestLineSplitterBoundedOnHugeLine(t *testing.T) {
+	var got [][]byte
+	l := &lineSplitter{s: Stderr, emit: func(_ Stream, b []byte) { got = append(got, bytes.Clone(b)) }}
+	chunk := bytes.Repeat([]byte{'q'}, relayBufSize)
+	for i := 0; i < (1<<30)/relayBufSize; i++ { // a 1 GiB line
+		l.feed(chunk)
+		require.LessOrEqual(t, cap(l.buf), MaxLine)
+	}
+	l.feed([]byte("\nafter\n"))
+	require.Len(t, got, 2)
+	assert.Len(t, got[0], MaxLine)
+	assert.Equal(t, "after", string(got[1]))
+	assert.Equal(t, MaxLine, cap(l.buf), "the buffer never grew")
+}
+
+func TestParseStat(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    proc
+		wantErr bool
+	}{
+		{"42 (bash) S 1 42 42 0", proc{PID: 42, PPID: 1, State: 'S'}, false},
+		{"7 (a) b (c)) Z 3 7", proc{PID: 7, PPID: 3, State: 'Z'}, false},
+		{"7 (x y) R 0 7", proc{PID: 7, PPID: 0, State: 'R'}, false},
+		{"garbage", proc{}, true},
+		{"7 (x) R", proc{}, true},
+	}
+	for _, tt := range tests {
+		got, err := parseStat([]byte(tt.in))
+		if tt.wantErr {
+			assert.Error(t, err, tt.in)
+			continue
+		}
+		require.NoError(t, err, tt.in)
+		assert.Equal(t, tt.want, got, tt.in)
+	}
+}
+
+func TestDescendants(t *testing.T) {
+	ds, err := descendants("testdata/proc", 1)
+	require.NoError(t, err)
+	assert.Equal(t, []proc{
+		{PID: 100, PPID: 1, State: 'S'},
+		{PID: 101, PPID: 100, State: 'S'},
+		{PID: 102, PPID: 1, State: 'Z'},
+		{PID: 300, PPID: 101, State: 'S'}, // a worker in its own session still descends from 1
+	}, ds)
+	ds, err = descendants("testdata/proc", 101)
+	require.NoError(t, err)
+	assert.Equal(t, []proc{{PID: 300, PPID: 101, State: 'S'}}, ds)
+	_, err = descendants("testdata/nowhere", 1)
+	assert.Error(t, err)
+}
+
+func TestParseCap(t *testing.T) {
+	for _, n := range []string{"IPC_LOCK", "CAP_IPC_LOCK", "cap_ipc_lock", " ipc_lock "} {
+		c, err := ParseCap(n)
+		require.NoError(t, err, n)
+		assert.Equal(t, 14, c, n)
+	}
+	c, err := ParseCap("CAP_CHECKPOINT_RESTORE")
+	require.NoError(t, err)
+	assert.Equal(t, 40, c)
+	_, err = ParseCap("IPC_LOKC")
+	assert.ErrorIs(t, err, ErrCapability)
+	assert.Equal(t, "CAP_SYS_RESOURCE", CapName(24))
+	assert.Equal(t, "CAP_63", CapName(63))
+}
+
+func TestResolveUser(t *testing.T) {
+	tests := []struct {
+		spec    string
+		want    Credential
+		wantErr bool
+	}{
+		{"0", Credential{UID: 0, GID: 0, Groups: []uint32{0}}, false},
+		{"root", Credential{UID: 0, GID: 0, Groups: []uint32{0}}, false},
+		{"root:12", Credential{UID: 0, GID: 12, Groups: []uint32{12}}, false},
+		{"4242:4343", Credential{UID: 4242, GID: 4343, Groups: []uint32{4343}}, false},
+		{"4242", Credential{UID: 4242, GID: uint32(os.Getgid()), Groups: []uint32{}}, false},
+		{"", Credential{}, true},
+		{"root:", Credential{}, true},
+		{"ncclrun-no-such-user", Credential{}, true},
+		{"0:ncclrun-no-such-group", Credential{}, true},
+	}
+	for _, tt := range tests {
+		got, err := ResolveUser(tt.spec)
+		if tt.wantErr {
+			assert.ErrorIs(t, err, ErrUser, tt.spec)
+			continue
+		}
+		require.NoError(t, err, tt.spec)
+		assert.Equal(t, tt.want, got, tt.spec)
+	}
+}
