@@ -37,6 +37,7 @@ const (
 	flagProbe          = "probe"
 	flagNoIB           = "no-ib"
 	flagNCCLIB         = "nccl-ib"
+	flagNoPTY          = "no-pty"
 	flagJSON           = "json"
 	flagFormat         = "format"
 )
@@ -64,6 +65,7 @@ func globalFlags() []cli.Flag {
 		&cli.StringFlag{Name: flagMinMemlock, Usage: "locked memory `SIZE` CMD must be able to pin (default 1GiB)", EnvVars: []string{envName(flagMinMemlock)}},
 		&cli.StringFlag{Name: flagProbe, Usage: "pin `SIZE` bytes with mlock in a child with CMD's credentials", EnvVars: []string{envName(flagProbe)}},
 		&cli.BoolFlag{Name: flagNoIB, Usage: "set NCCL_IB_DISABLE=1 (when unset)", EnvVars: []string{envName(flagNoIB)}},
+		&cli.BoolFlag{Name: flagNoPTY, Usage: "give CMD plain pipes even when ncclrun's output is a terminal", EnvVars: []string{envName(flagNoPTY)}},
 		&cli.StringFlag{Name: flagNCCLIB, Usage: "`on|off`: off adds no NCCL_IB_* variable at all", Value: "on", EnvVars: []string{envName(flagNCCLIB)}},
 	}
 }
@@ -76,7 +78,7 @@ var (
 		flagMinMemlock: true, flagProbe: true, flagNCCLIB: true,
 	}
 	boolFlags = map[string]bool{
-		flagStrict: true, flagNoWatch: true, flagQuiet: true, flagNoIB: true,
+		flagStrict: true, flagNoWatch: true, flagQuiet: true, flagNoIB: true, flagNoPTY: true,
 		"help": true, "h": true,
 	}
 )

@@ -33,6 +33,7 @@ type settings struct {
 	probe      int64
 	noIB       bool
 	ncclIB     bool
+	noPTY      bool
 }
 
 func parseSize(s string) (int64, error) { return units.ParseSize(s) }
@@ -65,6 +66,7 @@ func parseSettings(c *cli.Context) (settings, error) {
 		quiet:     c.Bool(flagQuiet),
 		user:      c.String(flagUser),
 		noIB:      c.Bool(flagNoIB),
+		noPTY:     c.Bool(flagNoPTY),
 	}
 	if s.ncclDebug == "" {
 		return s, usagef("--%s: empty level (want e.g. WARN, INFO, TRACE)", flagNCCLDebug)

@@ -33,8 +33,10 @@ type runReport struct {
 	ExitCode      int                   `json:"exit_code"`
 	Signal        *string               `json:"signal"`
 	TorchrunError *torchrunError        `json:"torchrun_error,omitempty"`
-	Command       []string              `json:"command"`
-	Version       string                `json:"ncclrun_version"`
+	// TapDropped: output bytes diagnosis did not see (launcher.Result.TapDropped).
+	TapDropped int64    `json:"tap_dropped_bytes,omitempty"`
+	Command    []string `json:"command"`
+	Version    string   `json:"ncclrun_version"`
 }
 
 // preflightOptions are the options run, doctor and env share. It first
@@ -110,6 +112,7 @@ func cmdRun(c *cli.Context, e *env) error {
 		DropCaps:       s.dropCaps,
 		Memlock:        s.launcherMemlock(),
 		KillAfter:      time.Duration(s.killAfter),
+		NoPTY:          s.noPTY,
 	}
 	if s.noWatch {
 		err := launcher.Exec(cfg) // returns only on failure
@@ -143,6 +146,9 @@ func cmdRun(c *cli.Context, e *env) error {
 	if !s.quiet && len(ds) > 0 {
 		_, _ = e.stderr.Write(summaryMessage(ds, res.ExitCode, sigName))
 	}
+	if !s.quiet && res.TapDropped > 0 {
+		fprintf(e.stderr, "ncclrun: warning: diagnosis fell behind the output and skipped %d bytes (all of it was relayed)\n", res.TapDropped)
+	}
 	var te *torchrunError
 	if torchFile != "" {
 		te = readTorchrunError(torchFile)
@@ -151,7 +157,7 @@ func cmdRun(c *cli.Context, e *env) error {
 	if s.report != "" {
 		rr := runReport{
 			Preflight: report, EnvAdded: envMap(added), Diagnoses: nonNil(ds),
-			ExitCode: res.ExitCode, TorchrunError: te,
+			ExitCode: res.ExitCode, TorchrunError: te, TapDropped: res.TapDropped,
 			Command: append([]string{path}, args...), Version: version,
 		}
 		if sigName != "" {

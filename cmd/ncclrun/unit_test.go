@@ -29,6 +29,7 @@ func TestNormalize(t *testing.T) {
 		{"--help", "--help"},
 		{"-h", "--help"},
 		{"--quiet", "run --quiet"},
+		{"--no-pty --no-ib x", "run --no-pty --no-ib x"},
 		{"--quiet fake-nccl --ranks 2", "fake-nccl --ranks 2"},
 		{"explain a.log b.log", "explain a.log b.log"},
 		{"- x", "run - x"},
