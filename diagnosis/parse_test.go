@@ -57,13 +57,13 @@ func TestParseLine(t *testing.T) {
 
 func TestStripCollector(t *testing.T) {
 	tests := map[string]string{
-		"[rank0]: Bootstrap : no socket interface found":         "Bootstrap : no socket interface found",
-		"[1,3]<stdout>:[rank3]: x":                               "x",
-		"[pod/train-0/main] Last error:":                         "Last error:",
-		"  | 2024-11-28T07:42:11.527Z | Duplicate GPU detected":  "Duplicate GPU detected",
-		"(Worker_TP0 pid=281) Failed to CUDA calloc 8 bytes":     "Failed to CUDA calloc 8 bytes",
-		"[default0]:Failed to open libibverbs.so[.1]":            "Failed to open libibverbs.so[.1]",
-		"KeyError: 'x'":                                          "KeyError: 'x'",
+		"[rank0]: Bootstrap : no socket interface found":        "Bootstrap : no socket interface found",
+		"[1,3]<stdout>:[rank3]: x":                              "x",
+		"[pod/train-0/main] Last error:":                        "Last error:",
+		"  | 2024-11-28T07:42:11.527Z | Duplicate GPU detected": "Duplicate GPU detected",
+		"(Worker_TP0 pid=281) Failed to CUDA calloc 8 bytes":    "Failed to CUDA calloc 8 bytes",
+		"[default0]:Failed to open libibverbs.so[.1]":           "Failed to open libibverbs.so[.1]",
+		"KeyError: 'x'": "KeyError: 'x'",
 	}
 	for in, want := range tests {
 		assert.Equal(t, want, string(stripCollector([]byte(in))), in)
