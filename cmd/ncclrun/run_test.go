@@ -1,10 +1,14 @@
 package main
 
 import (
+	"bufio"
 	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -367,4 +371,37 @@ func mustRead(t *testing.T, p string) string {
 	b, err := os.ReadFile(p)
 	require.NoError(t, err)
 	return string(b)
+}
+
+func TestUserFlagRunsCommandAsThatUser(t *testing.T) {
+	testutil.RequireRoot(t)
+	r := ncclrun(t, "--quiet", "--user", "1000:1000", "--", "sh", "-c", "id -u; id -g; id -G")
+	require.Equal(t, 0, r.code, "stderr: %q", r.stderr)
+	require.Equal(t, "1000\n1000\n1000\n", r.stdout)
+	r = invocation{args: []string{"--quiet", "--", "id", "-u"}, env: []string{"NCCLRUN_USER=1000"}}.run(t)
+	require.Equal(t, "1000\n", r.stdout, "stderr: %q", r.stderr)
+}
+
+// TestTerminatingSignalIsForwarded: SIGTERM to ncclrun reaches CMD, whose
+// own exit status ncclrun then exits with. Readiness is a line on the
+// child's stdout, read through a pipe; no sleeps.
+func TestTerminatingSignalIsForwarded(t *testing.T) {
+	cmd := exec.Command(bin, "--quiet", "--", "sh", "-c", `trap 'echo got TERM; exit 42' TERM; echo ready; while :; do sleep 1; done`)
+	cmd.Env = baseEnv(t)
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	var errb strings.Builder
+	cmd.Stderr = &errb
+	require.NoError(t, cmd.Start())
+	rd := bufio.NewReader(out)
+	line, err := rd.ReadString('\n')
+	require.NoError(t, err)
+	require.Equal(t, "ready\n", line)
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	rest, _ := io.ReadAll(rd)
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee, "stderr: %q", errb.String())
+	require.Equal(t, 42, ee.ExitCode())
+	require.Equal(t, "got TERM\n", string(rest))
 }
