@@ -24,23 +24,27 @@ func msgLines(indent, text string) []byte {
 }
 
 // checkMessage renders a check as run prints it: `ncclrun: <id>: <summary>`
-// and `ncclrun:   fix: ...`.
-func checkMessage(c preflight.Result) []byte {
+// and `ncclrun:   fix: ...`; withFix false leaves the fix out.
+func checkMessage(c preflight.Result, withFix bool) []byte {
 	var b bytes.Buffer
 	b.Write(msgLines("", c.ID+": "+c.Summary))
-	if c.Fix != "" {
+	if withFix && c.Fix != "" {
 		b.Write(msgLines("  ", "fix: "+c.Fix))
 	}
 	return b.Bytes()
 }
 
 // printChecks prints the checks whose status is in want, in report order.
+// A fix already printed for an earlier check (memlock and capabilities
+// often share one) is not printed again.
 func printChecks(w io.Writer, r preflight.Report, want ...preflight.Status) {
 	var b bytes.Buffer
+	printed := map[string]bool{}
 	for _, c := range r.Checks {
 		for _, s := range want {
 			if c.Status == s {
-				b.Write(checkMessage(c))
+				b.Write(checkMessage(c, !printed[c.Fix]))
+				printed[c.Fix] = true
 			}
 		}
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -10,7 +11,10 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/ncclrun/ncclrun/preflight"
 )
 
 func TestNormalize(t *testing.T) {
@@ -109,4 +113,18 @@ func TestShellQuoteAndTruncate(t *testing.T) {
 	require.Equal(t, "abc", truncate("abc", 5))
 	require.Equal(t, "ab", truncate("abc", 2))
 	require.Equal(t, "a", truncate("aé", 2), "never split a UTF-8 sequence")
+}
+
+func TestPrintChecksPrintsASharedFixOnce(t *testing.T) {
+	r := preflight.Report{Checks: []preflight.Result{
+		{ID: "memlock", Status: preflight.Fail, Summary: "low", Fix: "raise it"},
+		{ID: "capabilities", Status: preflight.Fail, Summary: "no cap", Fix: "raise it"},
+		{ID: "shm", Status: preflight.Warn, Summary: "small", Fix: "grow it"},
+		{ID: "gpu", Status: preflight.OK, Summary: "fine", Fix: "unused"},
+	}}
+	var b bytes.Buffer
+	printChecks(&b, r, preflight.Warn, preflight.Fail)
+	assert.Equal(t, "ncclrun: memlock: low\nncclrun:   fix: raise it\n"+
+		"ncclrun: capabilities: no cap\n"+
+		"ncclrun: shm: small\nncclrun:   fix: grow it\n", b.String())
 }
