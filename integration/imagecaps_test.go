@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -160,6 +161,9 @@ func TestFileCapabilityInImage(t *testing.T) {
 				}
 				require.NoError(t, os.WriteFile(filepath.Join(dir, "probe.tar"), probeTar.Bytes(), 0o644))
 				df := strings.ReplaceAll(w.Dockerfile, "{{BASE}}", base)
+				// Label every stage, so cleanup also finds the image of an
+				// intermediate stage (--label marks only the final one).
+				df = regexp.MustCompile(`(?m)^(FROM .*)$`).ReplaceAllString(df, "$1\nLABEL "+labelKey+"="+runID)
 				require.NoError(t, os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte(df), 0o644))
 				r := docker(t, "build", "-q", "--label", labelKey+"="+runID, "-t", tag, dir)
 				if r.Code != 0 {
