@@ -245,7 +245,7 @@ func decideMemlock(c credFacts, p cmdPlan, min int64, kind string) memlockVerdic
 		return v
 	case lim.Soft >= min:
 		return memlockVerdict{rule: ruleFinite, status: Warn,
-			summary: fmt.Sprintf("%s is enough for the %s minimum but not unlimited, as NCCL recommends", limWord, units.FormatSize(min)),
+			summary: fmt.Sprintf("%s: enough for the %s minimum but not unlimited, as NCCL recommends", limWord, units.FormatSize(min)),
 			fix:     raiseFix(kind)}
 	case p.lacksSetid:
 		return memlockVerdict{rule: ruleNoSetid, status: Fail,

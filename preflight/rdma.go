@@ -143,7 +143,8 @@ func checkRDMA(s sysRoot, env map[string]string, kind string) Result {
 	d := map[string]any{}
 	ibDisabled := env["NCCL_IB_DISABLE"] == "1"
 	if !found {
-		return Result{ID: IDRDMA, Status: Skip, Summary: "No RDMA devices in sys/class/infiniband: NCCL will use sockets"}
+		return Result{ID: IDRDMA, Status: Skip, Summary: "No RDMA devices in sys/class/infiniband: NCCL will use sockets",
+			Details: map[string]any{"devices": []RDMADevice{}, "sysfs_devices": 0}}
 	}
 	d["devices"] = devs
 	d["rdma_cm"] = s.exists("dev/infiniband/rdma_cm")

@@ -200,6 +200,12 @@ func facts(r preflight.Report, minMemlock int64) diagnosis.Facts {
 	if sh, ok := r.Check(preflight.IDShm); ok {
 		f.ShmBytes = detailInt(sh.Details, "size_bytes")
 	}
+	if rd, ok := r.Check(preflight.IDRDMA); ok {
+		// Only a host whose sysfs lists no RDMA device at all: a container
+		// without /dev/infiniband still sees the host's devices there.
+		_, counted := rd.Details["sysfs_devices"]
+		f.NoRDMA = counted && detailInt(rd.Details, "sysfs_devices") == 0
+	}
 	return f
 }
 

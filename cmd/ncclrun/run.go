@@ -82,7 +82,11 @@ func cmdRun(c *cli.Context, e *env) error {
 		fprintf(e.stderr, "ncclrun: --strict: a preflight check failed; %s not started\n", path)
 		return exitWith(ExitStrict)
 	}
-	if !s.quiet {
+	// A run whose preflight only warned is healthy until a diagnosis says
+	// otherwise, and a healthy run prints nothing of ncclrun's own: the
+	// warnings are held back and printed with the exit summary if the output
+	// shows a failure (a 64 MiB /dev/shm matters once NCCL fails on it).
+	if !s.quiet && report.Failed() {
 		printChecks(e.stderr, report, preflight.Warn, preflight.Fail)
 	}
 
@@ -145,6 +149,10 @@ func cmdRun(c *cli.Context, e *env) error {
 	}
 	if !s.quiet && len(ds) > 0 {
 		_, _ = e.stderr.Write(summaryMessage(ds, res.ExitCode, sigName))
+		if !report.Failed() && hasStatus(report, preflight.Warn) {
+			fprintf(e.stderr, "ncclrun: preflight warned before the start:\n")
+			printChecks(e.stderr, report, preflight.Warn)
+		}
 	}
 	if !s.quiet && res.TapDropped > 0 {
 		fprintf(e.stderr, "ncclrun: warning: diagnosis fell behind the output and skipped %d bytes (all of it was relayed)\n", res.TapDropped)
@@ -294,4 +302,14 @@ func parseTorchrunError(data []byte) *torchrunError {
 		te.Timestamp = string(obj.ExtraInfo.Timestamp)
 	}
 	return te
+}
+
+// hasStatus reports whether any check of r has status st.
+func hasStatus(r preflight.Report, st preflight.Status) bool {
+	for _, c := range r.Checks {
+		if c.Status == st {
+			return true
+		}
+	}
+	return false
 }

@@ -128,3 +128,18 @@ func TestPrintChecksPrintsASharedFixOnce(t *testing.T) {
 		"ncclrun: capabilities: no cap\n"+
 		"ncclrun: shm: small\nncclrun:   fix: grow it\n", b.String())
 }
+
+func TestFactsNoRDMAOnlyWhenSysfsListsNone(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		details map[string]any
+		want    bool
+	}{
+		{"no devices in sysfs", map[string]any{"sysfs_devices": 0}, true},
+		{"devices in sysfs", map[string]any{"sysfs_devices": 2}, false},
+		{"unknown", nil, false},
+	} {
+		r := preflight.Report{Checks: []preflight.Result{{ID: preflight.IDRDMA, Status: preflight.Skip, Details: tc.details}}}
+		assert.Equal(t, tc.want, facts(r, 0).NoRDMA, tc.name)
+	}
+}
