@@ -256,14 +256,24 @@ func decideMemlock(c credFacts, p cmdPlan, min int64, kind string) memlockVerdic
 			summary: fmt.Sprintf("%s and --drop-cap removes CAP_IPC_LOCK from CMD%s", limWord, cannot),
 			fix:     "this reproduces a container without CAP_IPC_LOCK; in production " + raiseFix(kind)}
 	case cmdUID != 0 && ipc.Bounding && !ipc.Permitted && !unrestricted(st.Bnd) && st.NoNewPrivs && c.fileCap != nil && *c.fileCap:
-		return memlockVerdict{rule: ruleNNPFileCap, status: Fail,
+		v := memlockVerdict{rule: ruleNNPFileCap, status: Fail,
 			summary: fmt.Sprintf("%s and ncclrun's file capability was ignored because no_new_privs is set and the process that started ncclrun did not hold CAP_IPC_LOCK%s", limWord, cannot),
 			fix:     "make ncclrun the container's command in exec form (no shell in between; runc then execs it holding CAP_IPC_LOCK) or set `allowPrivilegeEscalation: false` to true; otherwise " + ambientFix(kind, cmdUID, p.cmd.GID) + "; or " + raiseFix(kind)}
+		if kind == "docker" {
+			// Seen on a real engine (docs/containers.md): Docker puts a
+			// non-root user's added capabilities in the bounding set only,
+			// so runc-init never holds IPC_LOCK and no_new_privs blocks the
+			// file capability even when ncclrun is the exec-form entrypoint.
+			v.fix = "Docker gives a non-root user's added capabilities to the bounding set only, so under `--security-opt no-new-privileges` the file capability on ncclrun is ignored however ncclrun is started: drop `no-new-privileges`; or " + fmt.Sprintf("run the container as root with `--cap-add IPC_LOCK` (and SETUID, SETGID if you drop ALL) and start `ncclrun --user=%d:%d -- ...`, so ncclrun gives CMD CAP_IPC_LOCK as an ambient capability", cmdUID, p.cmd.GID) + "; or " + raiseFix(kind)
+		}
+		return v
 	case cmdUID != 0 && ipc.Bounding && !ipc.Permitted && !unrestricted(st.Bnd):
 		v := memlockVerdict{rule: ruleK8sTrap, status: Fail,
 			summary: fmt.Sprintf("%s and CAP_IPC_LOCK is in the bounding set only for %s%s", limWord, who, cannot),
 			fix:     "Kubernetes and Docker do not raise an added capability into a non-root user's ambient set (kubernetes/kubernetes#56374), so `capabilities.add: [IPC_LOCK]` or `--cap-add IPC_LOCK` has no effect for " + who + ". Fix: " + ambientFix(kind, cmdUID, p.cmd.GID) + "; or " + raiseFix(kind)}
-		if st.NoNewPrivs {
+		if st.NoNewPrivs && kind == "docker" {
+			v.fix += ". With no_new_privs set (`--security-opt no-new-privileges`) Docker ignores a file capability on ncclrun, even as the exec-form entrypoint"
+		} else if st.NoNewPrivs {
 			v.fix += ". With no_new_privs set (allowPrivilegeEscalation: false) a file capability on ncclrun works only when ncclrun is the container's command in exec form"
 		}
 		return v

@@ -67,6 +67,8 @@ func TestRealCredentialStates(t *testing.T) {
 		name    string
 		setpriv []string
 		unshare bool // run under unshare -U -r (a user namespace) instead of setpriv
+		fileCap bool // run a copy of the helper carrying cap_ipc_lock+p
+		shell   bool // start the helper from sh, not directly from setpriv
 		user    string
 		want    want
 	}{{
@@ -107,6 +109,27 @@ func TestRealCredentialStates(t *testing.T) {
 		want: want{memlock: Fail, rule: ruleK8sTrap, via: "none", uid: 1000, cmdUID: 1000, nnp: true,
 			ipcLock: CapSets{Bounding: true}, probeOK: false, capsStatus: Warn},
 	}, {
+		name:    "uid 1000 with cap_ipc_lock+p on the binary (row 7)",
+		setpriv: []string{"--reuid", "1000", "--regid", "1000", "--clear-groups", "--inh-caps=-all", "--bounding-set", "-all,+ipc_lock"},
+		fileCap: true,
+		want: want{memlock: OK, rule: ruleAmbient, via: "ambient", uid: 1000, cmdUID: 1000, ambient: true,
+			ipcLock: CapSets{Permitted: true, Bounding: true}, probeOK: true, capsStatus: OK},
+	}, {
+		// setpriv execs holding IPC_LOCK in its permitted set, as runc-init
+		// does for a Kubernetes pod, so no_new_privs lets the file
+		// capability through; a shell in between holds nothing (row 7b).
+		name:    "uid 1000 with cap_ipc_lock+p under no_new_privs, exec'd directly",
+		setpriv: []string{"--reuid", "1000", "--regid", "1000", "--clear-groups", "--inh-caps=-all", "--bounding-set", "-all,+ipc_lock", "--no-new-privs"},
+		fileCap: true,
+		want: want{memlock: OK, rule: ruleAmbient, via: "ambient", uid: 1000, cmdUID: 1000, ambient: true, nnp: true,
+			ipcLock: CapSets{Permitted: true, Bounding: true}, probeOK: true, capsStatus: OK},
+	}, {
+		name:    "uid 1000 with cap_ipc_lock+p under no_new_privs behind a shell (row 7b)",
+		setpriv: []string{"--reuid", "1000", "--regid", "1000", "--clear-groups", "--inh-caps=-all", "--bounding-set", "-all,+ipc_lock", "--no-new-privs"},
+		fileCap: true, shell: true,
+		want: want{memlock: Fail, rule: ruleNNPFileCap, via: "none", uid: 1000, cmdUID: 1000, nnp: true,
+			ipcLock: CapSets{Bounding: true}, probeOK: false, capsStatus: Warn},
+	}, {
 		name:    "user namespace: root with every capability, in the namespace only",
 		unshare: true,
 		want: want{memlock: Fail, rule: ruleUserNS, via: "none", uid: 0, cmdUID: 0, userns: true,
@@ -118,7 +141,20 @@ func TestRealCredentialStates(t *testing.T) {
 			if tc.unshare {
 				args = []string{"--memlock=65536:65536", testutil.RequireTool(t, "unshare"), "--user", "--map-root-user"}
 			}
-			args = append(args, "--", bin, "-test.run=^$")
+			exe := bin
+			if tc.fileCap {
+				exe = filepath.Join(filepath.Dir(bin), "preflight-cap.test")
+				data, err := os.ReadFile(bin)
+				require.NoError(t, err)
+				require.NoError(t, os.WriteFile(exe, data, 0o755))
+				out, err := exec.Command(testutil.RequireTool(t, "setcap"), "cap_ipc_lock+p", exe).CombinedOutput()
+				require.NoError(t, err, "setcap: %s", out)
+			}
+			if tc.shell {
+				args = append(args, "--", testutil.RequireTool(t, "sh"), "-c", `exec "$0" -test.run='^$'`, exe)
+			} else {
+				args = append(args, "--", exe, "-test.run=^$")
+			}
 			cmd := exec.Command(prlimit, args...)
 			cmd.Env = []string{helperEnv + "=report", "PREFLIGHT_TEST_PROBE=" + strconv.Itoa(probe), "PREFLIGHT_TEST_USER=" + tc.user, "PATH=/usr/bin:/bin"}
 			var stdout, stderr bytes.Buffer
@@ -156,6 +192,12 @@ func TestRealCredentialStates(t *testing.T) {
 			assert.EqualValues(t, tc.want.cmdUID, cmdState["uid"])
 			assert.Equal(t, tc.want.via != "none", cmdState["ipc_lock_effective"])
 			assert.Equal(t, tc.want.ambient, out.Ambient)
+			if tc.want.rule == ruleNNPFileCap && out.Report.Environment.Kind == "docker" {
+				// Docker keeps a non-root user's added capabilities in the
+				// bounding set only: exec form does not help there.
+				assert.Contains(t, mem.Fix, "bounding set only")
+				assert.NotContains(t, mem.Fix, "exec form")
+			}
 		})
 	}
 }

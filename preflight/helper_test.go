@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"runtime"
 	"strconv"
 	"testing"
 	"unsafe"
@@ -56,8 +57,25 @@ func helperReport() int {
 }
 
 // mlockProbe maps size bytes and mlock(2)s them (never mlockall: it
-// counts the whole address space against the limit).
+// counts the whole address space against the limit). Like the hand-off
+// ncclrun's launcher does for CMD, a CAP_IPC_LOCK that is only permitted
+// (a cap_ipc_lock+p binary) is first raised into the effective set of the
+// locked thread that calls mlock.
 func mlockProbe(size int64) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err == nil && data[0].Permitted&(1<<capIPCLock) != 0 && data[0].Effective&(1<<capIPCLock) == 0 {
+		data[0].Effective |= 1 << capIPCLock
+		if err := unix.Capset(&hdr, &data[0]); err != nil {
+			return fmt.Errorf("raise CAP_IPC_LOCK to effective: %w", err)
+		}
+		defer func() {
+			data[0].Effective &^= 1 << capIPCLock
+			_ = unix.Capset(&hdr, &data[0])
+		}()
+	}
 	b, err := unix.Mmap(-1, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
 	if err != nil {
 		return fmt.Errorf("mmap %d bytes: %w", size, err)
