@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/ncclrun/ncclrun/diagnosis"
 	"github.com/ncclrun/ncclrun/preflight"
@@ -101,8 +100,13 @@ func summaryMessage(ds []diagnosis.Diagnosis, exitCode int, sig string) []byte {
 	return b.Bytes()
 }
 
-// writeDoctorTable renders doctor's human output: the environment, then
-// an aligned table of check, status, summary, fix.
+// doctorWidth is the width doctor's table is wrapped to.
+const doctorWidth = 100
+
+// writeDoctorTable renders doctor's human output: the environment, then a
+// table of check, status and summary, with the fix of each warn or fail
+// check below its row. Long text is wrapped under the summary column, and a
+// fix that repeats an earlier one says so instead of repeating it.
 func writeDoctorTable(w io.Writer, r preflight.Report) error {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "environment: %s", r.Environment.Kind)
@@ -110,16 +114,61 @@ func writeDoctorTable(w io.Writer, r preflight.Report) error {
 		fmt.Fprintf(&b, " (%s)", r.Environment.Reason)
 	}
 	b.WriteString("\n\n")
-	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "CHECK\tSTATUS\tSUMMARY\tFIX")
+	idw, stw := len("CHECK"), len("STATUS")
 	for _, c := range r.Checks {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", c.ID, c.Status, oneLine(c.Summary), oneLine(c.Fix))
+		idw = max(idw, len(c.ID))
+		stw = max(stw, len(c.Status))
 	}
-	if err := tw.Flush(); err != nil {
-		return err
+	indent := idw + 2 + stw + 2
+	pad := strings.Repeat(" ", indent)
+	width := max(40, doctorWidth-indent)
+	row := func(id, status, text string) {
+		for i, l := range wrap(text, width) {
+			if i == 0 {
+				fmt.Fprintf(&b, "%-*s  %-*s  %s\n", idw, id, stw, status, l)
+			} else {
+				b.WriteString(pad + l + "\n")
+			}
+		}
+	}
+	row("CHECK", "STATUS", "SUMMARY")
+	fixOf := map[string]string{}
+	for _, c := range r.Checks {
+		row(c.ID, string(c.Status), oneLine(c.Summary))
+		if c.Fix == "" || (c.Status != preflight.Warn && c.Status != preflight.Fail) {
+			continue
+		}
+		fix := "fix: " + oneLine(c.Fix)
+		if first, ok := fixOf[c.Fix]; ok {
+			fix = "fix: as for " + first
+		} else {
+			fixOf[c.Fix] = c.ID
+		}
+		for _, l := range wrap(fix, width) {
+			b.WriteString(pad + l + "\n")
+		}
 	}
 	_, err := w.Write(b.Bytes())
 	return err
+}
+
+// wrap breaks text into lines of at most width bytes at spaces (a longer
+// word stays whole on its own line).
+func wrap(text string, width int) []string {
+	var lines []string
+	line := ""
+	for _, word := range strings.Fields(text) {
+		switch {
+		case line == "":
+			line = word
+		case len(line)+1+len(word) <= width:
+			line += " " + word
+		default:
+			lines = append(lines, line)
+			line = word
+		}
+	}
+	return append(lines, line)
 }
 
 // oneLine keeps a table cell on one line.
