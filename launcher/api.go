@@ -59,6 +59,13 @@ type Config struct {
 	// whole remaining process tree is killed; 0 means DefaultKillAfter.
 	KillAfter time.Duration
 
+	// OnOutputError, when set, is called once per stream with the first
+	// error writing the child's output to Stdout or Stderr (EPIPE when
+	// the reader went away). From then on that stream is read and
+	// discarded, so the child keeps running; the tap still sees it. It is
+	// called from the stream's relay goroutine.
+	OnOutputError func(s Stream, err error)
+
 	// NoPTY gives the child plain pipes even when ncclrun's stdout or
 	// stderr is a terminal (by default the child then gets a pseudo
 	// terminal for that stream, so it behaves as on a terminal).

@@ -2,12 +2,10 @@ package launcher
 
 import (
 	"bytes"
-	"errors"
 	"io"
 	"os"
 	"sync"
 	"sync/atomic"
-	"syscall"
 )
 
 // relayBufSize is the size of one read from the child's output.
@@ -21,13 +19,16 @@ const tapQueueLen = 64
 // relay copies r to w byte for byte as it arrives: each read(2) is written
 // out at once, so a partial line or a `\r` progress bar is not held back.
 // A copy of what was read is offered to t (which never blocks). relay
-// returns at end of file, at EIO (a pty whose other side is closed), when
-// a read deadline set by the supervisor passes, or when writing to w fails
-// with EPIPE (then r is closed, so the child's next write fails as it
-// would have writing to ncclrun's closed output). Any other write error
-// stops the writing but not the reading, so the child never blocks on a
-// full pipe.
-func relay(r *os.File, w io.Writer, s Stream, t *tap) {
+// returns at end of file, at EIO (a pty whose other side is closed) or
+// when a read deadline set by the supervisor passes.
+func relay(r *os.File, w io.Writer, s Stream, t *tap) { relayNotify(r, w, s, t, nil) }
+
+// relayNotify is relay that calls onErr (when not nil) once, with the
+// first error writing to w. A write error (EPIPE: the reader of ncclrun's
+// output went away) stops the writing but not the reading: the child's
+// output is drained and discarded (the tap still gets it), so the child
+// never blocks on a full pipe nor dies of SIGPIPE, and runs to its end.
+func relayNotify(r *os.File, w io.Writer, s Stream, t *tap, onErr func(Stream, error)) {
 	defer r.Close()
 	buf := make([]byte, relayBufSize)
 	writing := true
@@ -36,10 +37,10 @@ func relay(r *os.File, w io.Writer, s Stream, t *tap) {
 		if n > 0 {
 			if writing {
 				if _, werr := w.Write(buf[:n]); werr != nil {
-					if errors.Is(werr, syscall.EPIPE) {
-						return
-					}
 					writing = false
+					if onErr != nil {
+						onErr(s, werr)
+					}
 				}
 			}
 			if t != nil {

@@ -132,6 +132,13 @@ func cmdRun(c *cli.Context, e *env) error {
 			_, _ = e.stderr.Write(diagnosisMessage(d))
 		}
 	}
+	cfg.OnOutputError = func(st launcher.Stream, err error) {
+		name := "stdout"
+		if st == launcher.Stderr {
+			name = "stderr"
+		}
+		fprintf(e.stderr, "ncclrun: warning: cannot write CMD's %s (%v); CMD keeps running and its %s is discarded\n", name, err, name)
+	}
 	res, err := launcher.Run(cfg)
 	if err != nil {
 		return &startError{cmd: path, err: err}
