@@ -6,9 +6,12 @@ package diagnosis
 // all others), so the scan costs one table lookup per byte whatever the
 // number of literals: throughput stays flat as the catalog grows.
 type ahoCorasick struct {
-	class    [256]uint16
-	nclass   int
-	delta    []int32   // state*nclass + class -> next state
+	class  [256]uint16
+	nclass int
+	// delta[row+class] is the next state as (its row<<1 | 1 if it has
+	// output), where row = state*nclass: the scan needs no multiply and
+	// no second load to learn that a state reports nothing.
+	delta    []int32
 	out      [][]int32 // state -> pattern indices whose literal ends here (incl. via failure links)
 	npattern int
 }
@@ -77,7 +80,13 @@ func newAhoCorasick(lits []string, owners []int) *ahoCorasick {
 	}
 	a.delta = make([]int32, len(trie)*n)
 	for s, row := range trie {
-		copy(a.delta[s*n:], row)
+		for c, t := range row {
+			v := t * int32(n) << 1
+			if out[t] != nil {
+				v |= 1
+			}
+			a.delta[s*n+c] = v
+		}
 	}
 	a.out = out
 	return a
@@ -103,13 +112,12 @@ func appendUnique(s []int32, v int32) []int32 {
 // scan appends to dst every pattern index whose literal occurs in b,
 // once each: stamp (len npattern) holds gen for indices already added.
 func (a *ahoCorasick) scan(b []byte, stamp []uint32, gen uint32, dst []int32) []int32 {
-	s := int32(0)
-	n := int32(a.nclass)
-	delta, class, out := a.delta, &a.class, a.out
+	v := int32(0)
+	delta, class := a.delta, &a.class
 	for _, c := range b {
-		s = delta[s*n+int32(class[c])]
-		if o := out[s]; o != nil {
-			for _, p := range o {
+		v = delta[v>>1+int32(class[c])]
+		if v&1 != 0 {
+			for _, p := range a.out[v>>1/int32(a.nclass)] {
 				if stamp[p] != gen {
 					stamp[p] = gen
 					dst = append(dst, p)
