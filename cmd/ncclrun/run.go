@@ -75,6 +75,14 @@ func cmdRun(c *cli.Context, e *env) error {
 	if path == "" {
 		return usagef("empty command name")
 	}
+	if s.user != "" {
+		// CMD runs on the live system whatever --root says: a user that
+		// does not exist is a mistake in the command line, said in one
+		// line before any preflight output.
+		if _, err := launcher.ResolveUser(s.user); err != nil {
+			return usagef("--user: %v", err)
+		}
+	}
 
 	report := preflightFor(c.Context, s, e.environ)
 	if s.strict && report.Failed() {
