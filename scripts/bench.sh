@@ -79,18 +79,28 @@ echo "## Relay: the same bytes through each, into a pipe"
 echo
 echo "| variant | median | vs cat relay | MiB/s |"
 echo "|---|---|---|---|"
-base=$(time_ms "$RUNS" sh -c 'cat "$1" | cat | cat >/dev/null' sh "$F")
-echo "| \`cat F \| cat \| cat\` (plain cat relay) | ${base} ms | 1.00x | $(mbps "$base") |"
-row() { # label cmd...
-  local label=$1; shift
-  local t; t=$(time_ms "$RUNS" "$@")
-  echo "| $label | ${t} ms | $(ratio "$t" "$base") | $(mbps "$t") |"
-}
-row "\`cat F \| cat\` (no relay at all)" sh -c 'cat "$1" | cat >/dev/null' sh "$F"
-[ -n "$TINI" ] && row "\`tini -s -- cat F \| cat\` (tini does not relay)" sh -c '"$1" -s -- cat "$2" | cat >/dev/null' sh "$TINI" "$F"
-[ -n "$DUMBINIT" ] && row "\`dumb-init cat F \| cat\` (does not relay)" sh -c '"$1" cat "$2" | cat >/dev/null' sh "$DUMBINIT" "$F"
-row "\`ncclrun run --no-watch -- cat F \| cat\` (exec, no relay)" sh -c '"$1" run --no-watch -- cat "$2" | cat >/dev/null' sh "$NCCLRUN" "$F"
-row "**\`ncclrun run -- cat F \| cat\`** (relay + diagnosis tap)" sh -c '"$1" run -- cat "$2" | cat >/dev/null' sh "$NCCLRUN" "$F"
+# Variants run round-robin (one run of each per round, after a warm-up
+# round), so that a burst of load from elsewhere hits them all alike.
+export F NCCLRUN TINI DUMBINIT
+labels=() cmds=()
+add() { labels+=("$1"); cmds+=("$2"); }
+add "\`cat F \| cat \| cat\` (plain cat relay)" 'cat "$F" | cat | cat >/dev/null'
+add "\`cat F \| cat\` (no relay at all)" 'cat "$F" | cat >/dev/null'
+[ -n "$TINI" ] && add "\`tini -s -- cat F \| cat\` (tini does not relay)" '"$TINI" -s -- cat "$F" | cat >/dev/null'
+[ -n "$DUMBINIT" ] && add "\`dumb-init cat F \| cat\` (does not relay)" '"$DUMBINIT" cat "$F" | cat >/dev/null'
+add "\`ncclrun run --no-watch -- cat F \| cat\` (exec, no relay)" '"$NCCLRUN" run --no-watch -- cat "$F" | cat >/dev/null'
+add "**\`ncclrun run -- cat F \| cat\`** (relay + diagnosis tap)" '"$NCCLRUN" run -- cat "$F" 2>/dev/null | cat >/dev/null'
+for round in $(seq 0 "$RUNS"); do
+  for i in "${!cmds[@]}"; do
+    t=$("$B" time -n 1 -warmup 0 -- sh -c "${cmds[$i]}" | field median_ms)
+    [ "$round" = 0 ] || echo "$t" >>"$tmp/relay.$i"
+  done
+done
+base=$(median <"$tmp/relay.0")
+for i in "${!cmds[@]}"; do
+  t=$(median <"$tmp/relay.$i")
+  echo "| ${labels[$i]} | ${t} ms | $(ratio "$t" "$base") | $(mbps "$t") |"
+done
 "$NCCLRUN" run --report "$tmp/report.json" -- cat "$F" 2>/dev/null | cat >/dev/null
 dropped=$(sed -n 's/.*"tap_dropped_bytes": *\([0-9]*\).*/\1/p' "$tmp/report.json")
 dropped=${dropped:-0}
