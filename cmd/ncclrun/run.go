@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -64,6 +66,14 @@ func preflightFor(ctx context.Context, s settings, environ []string) preflight.R
 }
 
 func cmdRun(c *cli.Context, e *env) error {
+	// A terminating signal outside launcher.Run (during preflight, or while
+	// the summary and report are written after CMD exited) must not kill
+	// ncclrun: before the start it means "do not start", after the exit the
+	// status stays CMD's. During Run the launcher forwards it to CMD.
+	term := make(chan os.Signal, 8)
+	signal.Notify(term, terminatingSignals...)
+	defer signal.Stop(term)
+
 	s, err := parseSettings(c)
 	if err != nil {
 		return err
@@ -146,6 +156,12 @@ func cmdRun(c *cli.Context, e *env) error {
 			name = "stderr"
 		}
 		fprintf(e.stderr, "ncclrun: warning: cannot write CMD's %s (%v); CMD keeps running and its %s is discarded\n", name, err, name)
+	}
+	select {
+	case sig := <-term:
+		fprintf(e.stderr, "ncclrun: %s received before %s started; not starting it\n", unix.SignalName(sig.(syscall.Signal)), path)
+		return exitWith(128 + int(sig.(syscall.Signal)))
+	default:
 	}
 	res, err := launcher.Run(cfg)
 	if err != nil {
@@ -328,3 +344,7 @@ func hasStatus(r preflight.Report, st preflight.Status) bool {
 	}
 	return false
 }
+
+// terminatingSignals are the signals whose default action would end ncclrun
+// and that a container runtime or a shell sends to stop a job.
+var terminatingSignals = []os.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT}
