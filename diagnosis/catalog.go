@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"regexp"
 	"sort"
+	"strings"
 	"sync"
 )
 
@@ -73,7 +74,8 @@ type Entry struct {
 	// (a watchdog timeout, a CUDA OOM): they rank after any non-generic
 	// cause first seen before them.
 	KnockOn bool `json:"knock_on,omitempty"`
-	// After lists ids this entry ranks after when both were seen.
+	// After lists ids this entry ranks after when both were seen (for
+	// every pattern; Pattern.After adds ids for one pattern).
 	After []string `json:"after,omitempty"`
 	// Generic marks the catch-all (nccl-error): it ranks last and is left
 	// out of Diagnoses when a failure-level (priority >= 50) cause exists.
@@ -110,13 +112,24 @@ type Pattern struct {
 	// Marker patterns record that they were seen (for Requires and
 	// CertainWith) and are never a sighting themselves.
 	Marker bool `json:"marker,omitempty"`
-	// Requires names a marker of the same entry that must be seen
-	// somewhere in the output (before or after) for sightings of this
-	// pattern to count.
+	// Requires names a marker that must be on (seen somewhere in the
+	// output, before or after, and not suppressed) for sightings of this
+	// pattern to count. A marker name is a marker of the same entry, or
+	// "entry-id/marker-name" for another entry's.
 	Requires string `json:"requires,omitempty"`
-	// CertainWith names a marker that, once seen, makes this pattern's
+	// CertainWith names a marker that, once on, makes this pattern's
 	// sightings certain.
 	CertainWith string `json:"certain_with,omitempty"`
+	// SuppressedBy names markers that, once on, void this pattern: its
+	// sightings stop counting (a cause seen only through it is dropped
+	// from Diagnoses), and a marker that is suppressed is off. Suppression
+	// follows the whole output: a later line can suppress or release an
+	// earlier sighting. Cycles are a catalog error.
+	SuppressedBy []string `json:"suppressed_by,omitempty"`
+	// After lists ids this pattern's sightings rank after (added to the
+	// entry's After): the entry ranks after such an id when every active
+	// sighting of it lists that id.
+	After []string `json:"after,omitempty"`
 	// Unless names a fact (UnlessNoRDMA) under which the pattern is ignored.
 	Unless string `json:"unless,omitempty"`
 	// Priority, Certainty, How, Cause and Fix override the entry's when set;
@@ -176,20 +189,21 @@ type centry struct {
 	idx     int
 	not     []*regexp.Regexp
 	markers map[string]int // marker name -> global pattern index
-	after   map[string]bool
 }
 
 // cpattern is a compiled pattern.
 type cpattern struct {
 	Pattern
-	idx         int // in Catalog.pats
-	entry       *centry
-	re          *regexp.Regexp
-	not         []*regexp.Regexp
-	prio        int
-	certainty   string
-	requires    int // global index of the required marker, -1 none
-	certainWith int // global index of the marker, -1 none
+	idx          int // in Catalog.pats
+	entry        *centry
+	re           *regexp.Regexp
+	not          []*regexp.Regexp
+	prio         int
+	certainty    string
+	requires     int // global index of the required marker, -1 none
+	certainWith  int // global index of the marker, -1 none
+	suppressedBy []int
+	after        map[string]bool // entry's After plus the pattern's
 }
 
 var (
@@ -245,10 +259,7 @@ func NewCatalog(entries []Entry) (*Catalog, error) {
 		if e.Certainty != Certain && e.Certainty != Likely {
 			return nil, fmt.Errorf("%w: entry %q: certainty %q is not %q or %q", ErrCatalog, e.ID, e.Certainty, Certain, Likely)
 		}
-		ce := &centry{Entry: *e, idx: i, markers: map[string]int{}, after: map[string]bool{}}
-		for _, a := range e.After {
-			ce.after[a] = true
-		}
+		ce := &centry{Entry: *e, idx: i, markers: map[string]int{}}
 		for _, n := range e.Not {
 			re, err := regexp.Compile(n)
 			if err != nil {
@@ -286,12 +297,25 @@ func NewCatalog(entries []Entry) (*Catalog, error) {
 	}
 	for _, cp := range c.pats {
 		var err error
-		if cp.requires, err = markerIndex(cp, cp.Requires); err != nil {
+		if cp.requires, err = c.markerIndex(cp, cp.Requires); err != nil {
 			return nil, err
 		}
-		if cp.certainWith, err = markerIndex(cp, cp.CertainWith); err != nil {
+		if cp.certainWith, err = c.markerIndex(cp, cp.CertainWith); err != nil {
 			return nil, err
 		}
+		for _, name := range cp.SuppressedBy {
+			i, err := c.markerIndex(cp, name)
+			if err != nil {
+				return nil, err
+			}
+			if i < 0 {
+				return nil, fmt.Errorf("%w: entry %q pattern %q: empty suppressed_by name", ErrCatalog, cp.entry.ID, cp.Name)
+			}
+			cp.suppressedBy = append(cp.suppressedBy, i)
+		}
+	}
+	if err := c.checkSuppressionCycles(); err != nil {
+		return nil, err
 	}
 	var lits []string
 	var owners []int
@@ -328,7 +352,13 @@ func compilePattern(ce *centry, p Pattern) (*cpattern, error) {
 			return nil, fmt.Errorf("%w: %s: empty literal", ErrCatalog, where)
 		}
 	}
-	cp := &cpattern{Pattern: p, entry: ce, re: re, prio: ce.Priority, certainty: ce.Certainty, requires: -1, certainWith: -1}
+	cp := &cpattern{Pattern: p, entry: ce, re: re, prio: ce.Priority, certainty: ce.Certainty, requires: -1, certainWith: -1, after: map[string]bool{}}
+	for _, a := range ce.After {
+		cp.after[a] = true
+	}
+	for _, a := range p.After {
+		cp.after[a] = true
+	}
 	if p.Priority != 0 {
 		cp.prio = p.Priority
 	}
@@ -351,15 +381,60 @@ func compilePattern(ce *centry, p Pattern) (*cpattern, error) {
 	return cp, nil
 }
 
-func markerIndex(cp *cpattern, name string) (int, error) {
+// markerIndex resolves a marker name ("name" in cp's entry, or
+// "entry-id/name") to its global pattern index; -1 for "".
+func (c *Catalog) markerIndex(cp *cpattern, name string) (int, error) {
 	if name == "" {
 		return -1, nil
 	}
-	i, ok := cp.entry.markers[name]
+	ce, short := cp.entry, name
+	if id, n, ok := strings.Cut(name, "/"); ok {
+		other, found := c.byID[id]
+		if !found {
+			return -1, fmt.Errorf("%w: entry %q pattern %q: marker %q: no entry %q", ErrCatalog, cp.entry.ID, cp.Name, name, id)
+		}
+		ce, short = other, n
+	}
+	i, ok := ce.markers[short]
 	if !ok {
-		return -1, fmt.Errorf("%w: entry %q pattern %q: %q is not a marker of the entry", ErrCatalog, cp.entry.ID, cp.Name, name)
+		return -1, fmt.Errorf("%w: entry %q pattern %q: %q is not a marker of entry %q", ErrCatalog, cp.entry.ID, cp.Name, short, ce.ID)
 	}
 	return i, nil
+}
+
+// checkSuppressionCycles rejects markers that suppress themselves through
+// a chain of suppressed_by, so that a marker's state is always defined.
+func (c *Catalog) checkSuppressionCycles() error {
+	const (
+		unvisited = iota
+		visiting
+		done
+	)
+	state := make([]int, len(c.pats))
+	var visit func(i int) error
+	visit = func(i int) error {
+		switch state[i] {
+		case visiting:
+			p := c.pats[i]
+			return fmt.Errorf("%w: entry %q marker %q: suppressed_by forms a cycle", ErrCatalog, p.entry.ID, p.Name)
+		case done:
+			return nil
+		}
+		state[i] = visiting
+		for _, j := range c.pats[i].suppressedBy {
+			if err := visit(j); err != nil {
+				return err
+			}
+		}
+		state[i] = done
+		return nil
+	}
+	for i := range c.pats {
+		if err := visit(i); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Entries returns a copy of the catalog's entries in catalog order.

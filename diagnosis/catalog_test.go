@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -89,7 +90,8 @@ func TestCatalogSamples(t *testing.T) {
 	}
 }
 
-// TestPrefilterIsSound: for every sample line, any pattern whose regex
+// TestPrefilterIsSound: for every sample line and every line of the logs
+// under testdata (corpus, synthetic, healthy), any pattern whose regex
 // matches also has one of its literals in the line, so the prefilter never
 // hides a match.
 func TestPrefilterIsSound(t *testing.T) {
@@ -99,6 +101,14 @@ func TestPrefilterIsSound(t *testing.T) {
 		for _, s := range append(append([]string{}, e.Samples.Match...), e.Samples.NoMatch...) {
 			lines = append(lines, strings.Split(s, "\n")...)
 		}
+	}
+	logs, err := filepath.Glob("testdata/*/*.log")
+	require.NoError(t, err)
+	require.NotEmpty(t, logs)
+	for _, path := range logs {
+		b, err := os.ReadFile(path)
+		require.NoError(t, err)
+		lines = append(lines, strings.Split(string(b), "\n")...)
 	}
 	for _, p := range c.pats {
 		for _, l := range lines {

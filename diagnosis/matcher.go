@@ -2,6 +2,7 @@ package diagnosis
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -51,10 +52,21 @@ type state struct {
 	ce     *centry
 	sights []sight // one per pattern, in order of first sighting
 	lines  int
-	procs  map[string]struct{}
-	anon   int
-	hosts  map[string]struct{}
-	active bool
+	// procs are the processes that printed a matching line with NCCL's
+	// host:pid prefix; wtext maps each such line's message text to the
+	// processes that printed it (for recognising PyTorch's echoes).
+	procs map[string]struct{}
+	wtext map[string]map[string]struct{}
+	npair int // entries in wtext's sets, bounded by maxTextPairs
+	// utext counts the matching lines without NCCL's prefix by message
+	// text (and Ray/vLLM process, when its prefix names one); overflow
+	// counts those past maxTexts, each alone.
+	utext    map[utextKey]int
+	overflow int
+	hosts    map[string]struct{}
+	// announced: returned by Feed/FeedAll once (or skipped there as a
+	// generic cause hidden by a failure).
+	announced bool
 }
 
 type sight struct {
@@ -62,6 +74,20 @@ type sight struct {
 	seq       int
 	firstLine string
 }
+
+// utextKey is an unprefixed matching line's message text and the Ray/vLLM
+// process named by its prefix ("" when none).
+type utextKey struct{ text, proc string }
+
+// Bounds on what a state remembers for counting echoes: a log with more
+// distinct texts still counts, only less exactly (extra lines count alone).
+const (
+	maxTexts     = 4096
+	maxTextPairs = 1 << 16
+	// maxEchoPrefix is how far into an unprefixed line the echoed WARN
+	// text may start (after a collector's own words, e.g. pdsh's "host: ").
+	maxEchoPrefix = 96
+)
 
 // NewMatcher returns a matcher over the shipped catalog (DefaultCatalog).
 func NewMatcher(f Facts) *Matcher { return NewMatcherWith(DefaultCatalog(), f) }
@@ -139,14 +165,14 @@ func (m *Matcher) FeedAll(line []byte) []Diagnosis {
 		break
 	}
 	var fresh []*state
-	if touched != nil && !touched.active && m.isActive(touched) {
-		touched.active = true
+	if touched != nil && !touched.announced && m.isActive(touched) {
+		touched.announced = true
 		fresh = append(fresh, touched)
 	}
 	if markerHit {
 		for _, st := range m.order {
-			if !st.active && m.isActive(st) {
-				st.active = true
+			if !st.announced && m.isActive(st) {
+				st.announced = true
 				fresh = append(fresh, st)
 			}
 		}
@@ -189,19 +215,26 @@ func (m *Matcher) record(p *cpattern, line []byte) *state {
 	}
 	st := m.states[ce.ID]
 	if st == nil {
-		st = &state{ce: ce, procs: map[string]struct{}{}, hosts: map[string]struct{}{}}
+		st = &state{ce: ce, procs: map[string]struct{}{}, wtext: map[string]map[string]struct{}{},
+			utext: map[utextKey]int{}, hosts: map[string]struct{}{}}
 		m.states[ce.ID] = st
 		m.order = append(m.order, st)
 	}
 	pl := ParseLine(line)
 	st.lines++
-	switch {
-	case pl.Host != "" && pl.PID != 0:
-		st.procs[pl.Host+":"+strconv.Itoa(pl.PID)] = struct{}{}
-	case pl.PID != 0:
-		st.procs["pid:"+strconv.Itoa(pl.PID)] = struct{}{}
-	default:
-		st.anon++
+	if pl.Start >= 0 && pl.Host != "" && pl.PID != 0 {
+		key := pl.Host + ":" + strconv.Itoa(pl.PID)
+		st.procs[key] = struct{}{}
+		st.addWarnText(strings.TrimSpace(pl.Msg), key)
+	} else {
+		proc := ""
+		switch {
+		case pl.Host != "" && pl.PID != 0:
+			proc = pl.Host + ":" + strconv.Itoa(pl.PID)
+		case pl.PID != 0:
+			proc = "pid:" + strconv.Itoa(pl.PID)
+		}
+		st.addBareText(bareText(line), proc)
 	}
 	if pl.Host != "" {
 		st.hosts[pl.Host] = struct{}{}
@@ -215,8 +248,124 @@ func (m *Matcher) record(p *cpattern, line []byte) *state {
 	return st
 }
 
+func (st *state) addWarnText(text, proc string) {
+	set := st.wtext[text]
+	if set == nil {
+		if len(st.wtext) >= maxTexts {
+			return
+		}
+		set = map[string]struct{}{}
+		st.wtext[text] = set
+	}
+	if _, ok := set[proc]; !ok && st.npair < maxTextPairs {
+		set[proc] = struct{}{}
+		st.npair++
+	}
+}
+
+func (st *state) addBareText(text, proc string) {
+	k := utextKey{text, proc}
+	if _, ok := st.utext[k]; !ok && len(st.utext) >= maxTexts {
+		if proc != "" {
+			st.procs[proc] = struct{}{}
+		} else {
+			st.overflow++
+		}
+		return
+	}
+	st.utext[k]++
+}
+
+// bareText is the message of a line without NCCL's prefix: collector
+// prefixes removed, and what follows PyTorch's "Last error:" when the
+// echo shares its line.
+func bareText(line []byte) string {
+	b := stripCollector(line)
+	if i := bytes.Index(b, []byte("Last error:")); i >= 0 {
+		b = b[i+len("Last error:"):]
+	}
+	return string(bytes.TrimSpace(b))
+}
+
+// echoOf returns the WARN text (printed with NCCL's prefix by some
+// process) that the unprefixed text repeats: the whole text, or its end
+// from a word boundary in the first maxEchoPrefix bytes.
+func (st *state) echoOf(text string) (string, bool) {
+	if _, ok := st.wtext[text]; ok {
+		return text, true
+	}
+	for i := 1; i < len(text) && i <= maxEchoPrefix; i++ {
+		if text[i-1] == ' ' && text[i] != ' ' {
+			if _, ok := st.wtext[text[i:]]; ok {
+				return text[i:], true
+			}
+		}
+	}
+	return "", false
+}
+
+// count is the number of processes that reported the cause. A line with
+// NCCL's host:pid prefix counts its process once. A line without it whose
+// text repeats a WARN text some prefixed process printed is PyTorch's
+// echo of that WARN (after "Last error:"): per text, echoes count only
+// beyond the processes that printed it with a prefix. Other unprefixed
+// lines count alone (or as their Ray/vLLM process).
+func (st *state) count() int {
+	n := len(st.procs) + st.overflow
+	var echoes map[string]int
+	var others map[string]struct{}
+	for k, lines := range st.utext {
+		if t, ok := st.echoOf(k.text); ok {
+			if echoes == nil {
+				echoes = map[string]int{}
+			}
+			echoes[t] += lines
+			continue
+		}
+		if k.proc != "" {
+			if _, known := st.procs[k.proc]; !known {
+				if others == nil {
+					others = map[string]struct{}{}
+				}
+				others[k.proc] = struct{}{}
+			}
+			continue
+		}
+		n += lines
+	}
+	n += len(others)
+	for t, e := range echoes {
+		if extra := e - len(st.wtext[t]); extra > 0 {
+			n += extra
+		}
+	}
+	return n
+}
+
+// markerOn reports whether marker pattern i was seen and is not
+// suppressed (the catalog has no suppression cycles).
+func (m *Matcher) markerOn(i int) bool {
+	if !m.markers[i] {
+		return false
+	}
+	for _, j := range m.cat.pats[i].suppressedBy {
+		if m.markerOn(j) {
+			return false
+		}
+	}
+	return true
+}
+
 func (m *Matcher) sightActive(s sight) bool {
-	return s.p.requires < 0 || m.markers[s.p.requires]
+	if s.p.requires >= 0 && !m.markerOn(s.p.requires) {
+		return false
+	}
+	for _, j := range s.p.suppressedBy {
+		if m.markerOn(j) {
+			return false
+		}
+	}
+	return true
 }
 
 func (m *Matcher) isActive(st *state) bool {
@@ -232,11 +381,27 @@ func (m *Matcher) isActive(st *state) bool {
 // priority exists (it hides nccl-error).
 func (m *Matcher) failureKnown() bool {
 	for _, st := range m.order {
-		if st.active && !st.ce.Generic && m.priority(st) >= failurePriority {
+		if !st.ce.Generic && m.isActive(st) && m.priority(st) >= failurePriority {
 			return true
 		}
 	}
 	return false
+}
+
+// ranksAfter reports whether st ranks after cause id: every active
+// sighting's pattern lists id (entry or pattern After).
+func (m *Matcher) ranksAfter(st *state, id string) bool {
+	any := false
+	for _, s := range st.sights {
+		if !m.sightActive(s) {
+			continue
+		}
+		if !s.p.after[id] {
+			return false
+		}
+		any = true
+	}
+	return any
 }
 
 func (m *Matcher) priority(st *state) int {
@@ -272,13 +437,13 @@ func (m *Matcher) snapshot(st *state) Diagnosis {
 		if src == nil {
 			src = s
 		}
-		if s.p.certainty == Certain || (s.p.certainWith >= 0 && m.markers[s.p.certainWith]) {
+		if s.p.certainty == Certain || (s.p.certainWith >= 0 && m.markerOn(s.p.certainWith)) {
 			certain = true
 		} else if likelyHow == "" {
 			likelyHow = s.p.How
 		}
 	}
-	d := Diagnosis{ID: ce.ID, Title: ce.Title, Cause: ce.Cause, Fix: ce.Fix, Lines: st.lines, Count: len(st.procs) + st.anon}
+	d := Diagnosis{ID: ce.ID, Title: ce.Title, Cause: ce.Cause, Fix: ce.Fix, Lines: st.lines, Count: st.count()}
 	if src != nil {
 		d.FirstLine = src.firstLine
 		// A pattern's own cause/fix apply only to its own entry (not
@@ -354,7 +519,7 @@ func (m *Matcher) Diagnoses() []Diagnosis {
 	var rs []ranked
 	hide := m.failureKnown()
 	for _, st := range m.order {
-		if !st.active || (st.ce.Generic && hide) {
+		if !m.isActive(st) || (st.ce.Generic && hide) {
 			continue
 		}
 		r := ranked{st: st, pri: m.priority(st), seq: m.firstSeq(st)}
@@ -382,7 +547,7 @@ func (m *Matcher) Diagnoses() []Diagnosis {
 		for i := 0; i < len(rs); i++ {
 			last := -1
 			for j := i + 1; j < len(rs); j++ {
-				if rs[i].st.ce.after[rs[j].st.ce.ID] {
+				if m.ranksAfter(rs[i].st, rs[j].st.ce.ID) {
 					last = j
 				}
 			}
@@ -411,7 +576,7 @@ func (m *Matcher) Diagnoses() []Diagnosis {
 // first seen before seq.
 func (m *Matcher) specificBefore(seq int) bool {
 	for _, st := range m.order {
-		if st.active && !st.ce.Generic && !st.ce.KnockOn && m.firstSeq(st) < seq {
+		if m.isActive(st) && !st.ce.Generic && !st.ce.KnockOn && m.firstSeq(st) < seq {
 			return true
 		}
 	}

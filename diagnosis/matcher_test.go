@@ -168,13 +168,71 @@ func TestDedupCounts(t *testing.T) {
 	require.Len(t, ds, 1)
 	d := ds[0]
 	assert.Equal(t, "memlock", d.ID)
-	assert.Equal(t, 8+1, d.Count, "8 processes plus one line without a prefix")
+	assert.Equal(t, 8, d.Count, "8 processes; the unprefixed line echoes their WARN text")
 	assert.Equal(t, 24+1, d.Lines)
 	assert.Equal(t, []string{"node-a", "node-b"}, d.Hosts)
 	assert.Equal(t, "node-b:100:100 [0] misc/ibvwrap.cc:190 NCCL WARN Call to ibv_create_cq failed with error Cannot allocate memory", d.FirstLine)
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// TestEchoCounts: PyTorch repeats the last NCCL WARN text after "Last
+// error:" (unprefixed, or behind torch's own "[rankN]:"); such an echo of
+// a text that prefixed processes printed counts only beyond them.
+func TestEchoCounts(t *testing.T) {
+	warn := func(host string, pid int) string {
+		return host + ":" + itoa(pid) + ":" + itoa(pid+7) + " [0] misc/ibvwrap.cc:212 NCCL WARN Call to ibv_reg_mr_iova2 failed with error Cannot allocate memory\n"
+	}
+	const text = "Call to ibv_reg_mr_iova2 failed with error Cannot allocate memory"
+	echo := func(rank int) string {
+		return "[rank" + itoa(rank) + "]: torch.distributed.DistBackendError: NCCL error in: x.cpp:1, unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.21.5\n[rank" + itoa(rank) + "]: Last error:\n[rank" + itoa(rank) + "]: " + text + "\n"
+	}
+	tests := []struct {
+		name         string
+		log          string
+		count, lines int
+	}{
+		{"2-rank demo: two WARNs and their two echoes", warn("demo", 100) + warn("demo", 101) + echo(0) + echo(1), 2, 4},
+		{"8 echoes, 1 prefixed WARN", warn("n1", 10) + strings.Repeat("Last error:\n"+text+"\n", 8), 8, 9},
+		{"echoes only: each counts alone", echo(0) + echo(1) + echo(2), 3, 3},
+		{"echo before the WARN it repeats", echo(0) + warn("n1", 10), 1, 2},
+		{"echo on the same line as Last error", warn("n1", 10) + "RuntimeError: NCCL error: unhandled system error. Last error: " + text + "\n", 1, 2},
+		{"srun --label and pdsh prefixes", warn("n1", 10) + warn("n2", 20) + "0: " + text + "\n" + "n2: n2: " + text + "\n", 2, 4},
+		{"a different unprefixed text counts alone", warn("n1", 10) + "Call to ibv_reg_mr failed with error Cannot allocate memory\n", 2, 2},
+		{"same WARN twice in one process, echoed once", warn("n1", 10) + warn("n1", 10) + echo(0), 1, 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ds := explainString(t, tt.log, Facts{})
+			require.Len(t, ds, 1, ids(ds))
+			assert.Equal(t, "memlock", ds[0].ID)
+			assert.Equal(t, tt.count, ds[0].Count, "count")
+			assert.Equal(t, tt.lines, ds[0].Lines, "lines")
+		})
+	}
+
+	t.Run("per text: echoes of another process's distinct text", func(t *testing.T) {
+		log := "a:1:2 [0] misc/shmutils.cc:132 NCCL WARN Error while creating shared memory segment /dev/shm/nccl-AAAA (size 9637888)\n" +
+			"b:3:4 [0] misc/shmutils.cc:132 NCCL WARN Error while creating shared memory segment /dev/shm/nccl-BBBB (size 9637888)\n" +
+			"Last error:\nError while creating shared memory segment /dev/shm/nccl-AAAA (size 9637888)\n" +
+			"Last error:\nError while creating shared memory segment /dev/shm/nccl-AAAA (size 9637888)\n" +
+			"Last error:\nError while creating shared memory segment /dev/shm/nccl-CCCC (size 9637888)\n"
+		ds := explainString(t, log, Facts{})
+		require.Len(t, ds, 1)
+		// a and b; AAAA echoed twice by one prefixed process: one more; CCCC never prefixed: alone.
+		assert.Equal(t, 4, ds[0].Count)
+		assert.Equal(t, 5, ds[0].Lines)
+	})
+
+	t.Run("Ray echo of its own process's WARN", func(t *testing.T) {
+		log := "(RayWorkerWrapper pid=2657296, ip=172.26.143.83) node-83:2657296:2657410 [0] misc/ibvwrap.cc:190 NCCL WARN " + text + "\n" +
+			"(RayWorkerWrapper pid=2657296, ip=172.26.143.83) Last error:\n(RayWorkerWrapper pid=2657296, ip=172.26.143.83) " + text + "\n"
+		ds := explainString(t, log, Facts{})
+		require.Len(t, ds, 1)
+		assert.Equal(t, 1, ds[0].Count)
+		assert.Equal(t, 2, ds[0].Lines)
+	})
+}
 
 func TestFacts(t *testing.T) {
 	line := "n1:10:11 [0] misc/ibvwrap.cc:212 NCCL WARN Call to ibv_reg_mr_iova2 failed with error Cannot allocate memory"

@@ -1,0 +1,52 @@
+package diagnosis
+
+import (
+	"path/filepath"
+	"testing"
+)
+
+// TestSyntheticSuite runs the red-team logs of testdata/synthetic: NCCL's
+// message formats across versions (research/nccl-messages.md) pasted the
+// way users paste them, with expect/forbid rows like the corpus.
+func TestSyntheticSuite(t *testing.T) { checkCorpus(t, "testdata/synthetic") }
+
+// TestSyntheticScore logs the suite's score (go test -run SyntheticScore
+// -v): logs whose first diagnosis is one of the expected ids, and logs
+// where a forbidden id appears. TestSyntheticSuite is what fails.
+func TestSyntheticScore(t *testing.T) {
+	dir := "testdata/synthetic"
+	right, expecting, forbidHit := 0, 0, 0
+	for _, c := range loadCases(t, dir) {
+		ds := explainFile(t, filepath.Join(dir, c.Case+".log"))
+		if len(c.Expect) > 0 {
+			expecting++
+			if len(ds) > 0 && contains(c.Expect, ds[0].ID) {
+				right++
+			} else {
+				t.Logf("%s: first %v, want one of %v", c.Case, ids(ds), c.Expect)
+			}
+		}
+		hit := false
+		for _, f := range c.Forbid {
+			for _, d := range ds {
+				if f == "*" || f == d.ID {
+					hit = true
+				}
+			}
+		}
+		if hit {
+			forbidHit++
+			t.Logf("%s: forbidden %v among %v", c.Case, c.Forbid, ids(ds))
+		}
+	}
+	t.Logf("synthetic: first diagnosis right %d/%d, forbidden id present in %d logs", right, expecting, forbidHit)
+}
+
+func contains(ss []string, s string) bool {
+	for _, x := range ss {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
