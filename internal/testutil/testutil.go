@@ -6,8 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"testing"
-
-	"golang.org/x/sys/unix"
 )
 
 // InCI reports whether the tests run in CI (CI=true), where a skip for a
@@ -42,19 +40,4 @@ func RequireTool(t testing.TB, name string) string {
 		SkipOrFail(t, "needs %s on PATH: %v", name, err)
 	}
 	return p
-}
-
-// RequireCap skips (fails in CI) unless the calling thread has capability
-// c (a unix.CAP_* number) in its effective set.
-func RequireCap(t testing.TB, c int) {
-	t.Helper()
-	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
-	var data [2]unix.CapUserData
-	if err := unix.Capget(&hdr, &data[0]); err != nil {
-		SkipOrFail(t, "capget: %v", err)
-		return
-	}
-	if data[c/32].Effective&(1<<(uint(c)%32)) == 0 {
-		SkipOrFail(t, "needs capability %d in the effective set", c)
-	}
 }
