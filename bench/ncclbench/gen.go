@@ -12,10 +12,10 @@ import (
 // 8 per node, mostly the Channel/transport lines that dominate a real
 // NCCL_DEBUG=INFO log. It is deterministic for a given seed.
 type lineGen struct {
-	rng   *rand.Rand
-	n     int
-	rank  int // -1: every line from a random rank
-	comm  uint64
+	rng  *rand.Rand
+	n    int
+	rank int // -1: every line from a random rank
+	comm uint64
 }
 
 func newLineGen(seed uint64, n, rank int) *lineGen {
