@@ -10,11 +10,11 @@ import (
 	"testing"
 )
 
-// corpusLines returns the lines of the corpus copy and the healthy logs,
-// as fuzz seeds.
+// corpusLines returns the lines of the corpus copy, the healthy logs and
+// the synthetic red-team logs, as fuzz seeds.
 func corpusLines(f *testing.F) [][]byte {
 	var out [][]byte
-	for _, glob := range []string{"testdata/corpus/*.log", "testdata/healthy/*.log"} {
+	for _, glob := range []string{"testdata/corpus/*.log", "testdata/healthy/*.log", "testdata/synthetic/*.log"} {
 		paths, _ := filepath.Glob(glob)
 		for _, p := range paths {
 			b, err := os.ReadFile(p)
@@ -98,7 +98,8 @@ func FuzzFeed(f *testing.F) {
 
 func FuzzExplain(f *testing.F) {
 	paths, _ := filepath.Glob("testdata/corpus/*.log")
-	for _, p := range paths {
+	synthetic, _ := filepath.Glob("testdata/synthetic/*.log")
+	for _, p := range append(paths, synthetic...) {
 		b, err := os.ReadFile(p)
 		if err != nil {
 			f.Fatal(err)

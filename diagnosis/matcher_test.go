@@ -388,3 +388,26 @@ func TestTerminationMessage(t *testing.T) {
 		assert.True(t, strings.ToValidUTF8(s, "?") == s, "valid UTF-8 at %d: %q", limit, s)
 	}
 }
+
+// TestFeedAllocationFree: a line without any catalog literal, and a
+// healthy INFO line whose literal only runs a regex that does not match
+// or sets a marker, cost no allocation (the tap runs on every line).
+func TestFeedAllocationFree(t *testing.T) {
+	lines := [][]byte{
+		[]byte("iteration      100/   10000 | consumed samples:        51200 | lm loss: 6.112E+00 |\n"),
+		[]byte("n001:1101:1190 [0] NCCL INFO Channel 00/24 :    0   7   6   5   4   3   2   1   8  15  14  13  12  11  10   9\n"),
+		[]byte("n001:1101:1190 [0] NCCL INFO Connected all rings, use ring PXN 0 GDR 1\n"),
+		[]byte("n001:1101:1190 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read\n"),
+		[]byte("n001:1101:1190 [0] NCCL INFO Channel 00/0 : 15[7] -> 0[0] [receive] via NET/IB/0/GDRDMA\n"),
+		[]byte("n001:1101:1190 [0] NCCL INFO comm 0x55e3c0a0 rank 0 nRanks 16 nNodes 2 localRanks 8 localRank 0 MNNVL 0\n"),
+		[]byte("n001:1101:1101 [0] NCCL INFO NET/Plugin: Could not find: libnccl-net.so. Using internal net plugin.\n"),
+	}
+	m := NewMatcher(Facts{})
+	for _, l := range lines { // first sightings of markers may allocate once
+		m.Feed(l)
+	}
+	for _, l := range lines {
+		allocs := testing.AllocsPerRun(100, func() { m.Feed(l) })
+		assert.Zero(t, allocs, "%q", l)
+	}
+}
