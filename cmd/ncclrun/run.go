@@ -141,11 +141,19 @@ func cmdRun(c *cli.Context, e *env) error {
 		return &startError{cmd: path, err: err}
 	}
 
-	m := diagnosis.NewMatcher(facts(report, s.minMemlockOrDefault()))
+	// The matcher is built on CMD's first line, not before the start:
+	// compiling the shipped catalog takes ~5 ms, which a CMD that prints
+	// nothing never pays and which otherwise overlaps CMD's own start-up
+	// instead of delaying it. A matcher that saw no line has no diagnosis.
+	mf := facts(report, s.minMemlockOrDefault())
+	var m *diagnosis.Matcher
 	var mu sync.Mutex // OnLine is called from one goroutine at a time; the lock also orders Diagnoses after it
 	cfg.OnLine = func(_ launcher.Stream, line []byte) {
 		mu.Lock()
 		defer mu.Unlock()
+		if m == nil {
+			m = diagnosis.NewMatcher(mf)
+		}
 		for _, d := range m.FeedAll(line) {
 			_, _ = e.stderr.Write(diagnosisMessage(d))
 		}
@@ -168,7 +176,10 @@ func cmdRun(c *cli.Context, e *env) error {
 		return &startError{cmd: path, err: err}
 	}
 	mu.Lock()
-	ds := m.Diagnoses()
+	var ds []diagnosis.Diagnosis
+	if m != nil {
+		ds = m.Diagnoses()
+	}
 	mu.Unlock()
 
 	sigName := ""
