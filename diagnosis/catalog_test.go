@@ -159,6 +159,14 @@ func TestNewCatalogErrors(t *testing.T) {
 		{"bad certainty", func(es []Entry) []Entry { es[0].Certainty = "maybe"; return es }, `"maybe"`},
 		{"no title", func(es []Entry) []Entry { es[0].Title = ""; return es }, "needs title"},
 		{"no patterns", func(es []Entry) []Entry { es[0].Patterns = nil; return es }, "no patterns"},
+		{"unknown entry in a marker name", func(es []Entry) []Entry { es[0].Patterns[0].SuppressedBy = []string{"zzz/m"}; return es }, `no entry "zzz"`},
+		{"unknown marker in another entry", func(es []Entry) []Entry { es[0].Patterns[0].Requires = "x/m"; return es }, `"m" is not a marker of entry "x"`},
+		{"suppression cycle", func(es []Entry) []Entry {
+			es[0].Patterns = append(es[0].Patterns,
+				Pattern{Name: "m1", Re: "m1", Literals: []string{"m1"}, Marker: true, SuppressedBy: []string{"m2"}},
+				Pattern{Name: "m2", Re: "m2", Literals: []string{"m2"}, Marker: true, SuppressedBy: []string{"m1"}})
+			return es
+		}, "cycle"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

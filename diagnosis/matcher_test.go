@@ -411,3 +411,40 @@ func TestFeedAllocationFree(t *testing.T) {
 		assert.Zero(t, allocs, "%q", l)
 	}
 }
+
+// TestSuppression: a marker voids a sighting whether it comes before or
+// after it, a suppressed marker is off, and Diagnoses follows the state.
+func TestSuppression(t *testing.T) {
+	noDev := "h:1:2 [0] NCCL INFO NET/IB : No device found."
+	p2p := "h:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/IPC/read"
+	net := "h:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 8[0] [send] via NET/Socket/0"
+	tests := []struct {
+		name string
+		log  []string
+		want []string
+	}{
+		{"no device alone", []string{noDev}, []string{"rdma-device"}},
+		{"single-node after", []string{noDev, p2p}, nil},
+		{"single-node before", []string{p2p, noDev}, nil},
+		{"multi-node releases it", []string{noDev, p2p, net}, []string{"rdma-device"}},
+		{"nNodes 2 releases it", []string{p2p, noDev, "h:1:2 [0] NCCL INFO comm 0x1 rank 0 nRanks 16 nNodes 2 localRanks 8 localRank 0 MNNVL 0"}, []string{"rdma-device"}},
+		{"a failure is never voided", []string{p2p, "h:1:2 [0] misc/ibvwrap.cc:212 NCCL WARN Call to ibv_reg_mr_iova2 failed with error Cannot allocate memory"}, []string{"memlock"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := ids(explainString(t, strings.Join(tt.log, "\n"), Facts{}))
+			if tt.want == nil {
+				assert.Empty(t, got)
+			} else {
+				assert.Equal(t, tt.want, got)
+			}
+		})
+	}
+
+	m := NewMatcher(Facts{})
+	require.NotNil(t, m.Feed([]byte(noDev)), "announced at once")
+	assert.Nil(t, m.Feed([]byte(p2p)))
+	assert.Empty(t, m.Diagnoses(), "withdrawn once the job is single-node")
+	assert.Nil(t, m.Feed([]byte(net)), "already announced")
+	assert.Equal(t, []string{"rdma-device"}, ids(m.Diagnoses()))
+}
