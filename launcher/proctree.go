@@ -33,6 +33,10 @@ func parseStat(b []byte) (proc, error) {
 	if len(f) < 2 || len(f[0]) != 1 {
 		return proc{}, fmt.Errorf("parse stat %q: short", b)
 	}
+	if st := f[0][0]; (st < 'A' || st > 'Z') && (st < 'a' || st > 'z') {
+		// proc(5): the state is one letter (R, S, D, Z, T, t, X, I, ...)
+		return proc{}, fmt.Errorf("parse stat %q: state %q is not a letter", b, st)
+	}
 	ppid, err := strconv.Atoi(string(f[1]))
 	if err != nil {
 		return proc{}, fmt.Errorf("parse stat ppid: %w", err)
