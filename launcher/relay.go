@@ -92,9 +92,16 @@ func newTap(fn LineFunc) *tap {
 	return t
 }
 
-// offer queues a copy of p, or drops it when the queue is full.
+// offer queues a copy of p, or drops it when the queue is full. A full
+// queue is seen before copying: a tap that fell behind costs the relay no
+// copy of what it cannot take.
 func (t *tap) offer(s Stream, p []byte) {
 	for len(p) > 0 {
+		if len(t.ch) == cap(t.ch) {
+			t.dropped.Add(int64(len(p)))
+			t.gaps[s].Store(true)
+			return
+		}
 		b := t.pool.Get().(*[]byte)
 		n := copy(*b, p)
 		p = p[n:]
