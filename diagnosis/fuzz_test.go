@@ -11,10 +11,10 @@ import (
 )
 
 // corpusLines returns the lines of the corpus copy, the healthy logs and
-// the synthetic red-team logs, as fuzz seeds.
+// the synthetic red-team logs and the blind suite, as fuzz seeds.
 func corpusLines(f *testing.F) [][]byte {
 	var out [][]byte
-	for _, glob := range []string{"testdata/corpus/*.log", "testdata/healthy/*.log", "testdata/synthetic/*.log"} {
+	for _, glob := range []string{"testdata/corpus/*.log", "testdata/healthy/*.log", "testdata/synthetic/*.log", "testdata/blind/*.log"} {
 		paths, _ := filepath.Glob(glob)
 		for _, p := range paths {
 			b, err := os.ReadFile(p)
@@ -99,7 +99,8 @@ func FuzzFeed(f *testing.F) {
 func FuzzExplain(f *testing.F) {
 	paths, _ := filepath.Glob("testdata/corpus/*.log")
 	synthetic, _ := filepath.Glob("testdata/synthetic/*.log")
-	for _, p := range append(paths, synthetic...) {
+	blind, _ := filepath.Glob("testdata/blind/*.log")
+	for _, p := range append(append(paths, synthetic...), blind...) {
 		b, err := os.ReadFile(p)
 		if err != nil {
 			f.Fatal(err)

@@ -13,8 +13,10 @@ func TestSyntheticSuite(t *testing.T) { checkCorpus(t, "testdata/synthetic") }
 // TestSyntheticScore logs the suite's score (go test -run SyntheticScore
 // -v): logs whose first diagnosis is one of the expected ids, and logs
 // where a forbidden id appears. TestSyntheticSuite is what fails.
-func TestSyntheticScore(t *testing.T) {
-	dir := "testdata/synthetic"
+func TestSyntheticScore(t *testing.T) { logScore(t, "synthetic", "testdata/synthetic") }
+
+// logScore logs how a suite in dir scores; checkCorpus is what fails.
+func logScore(t *testing.T, name, dir string) {
 	right, expecting, forbidHit := 0, 0, 0
 	for _, c := range loadCases(t, dir) {
 		ds := explainFile(t, filepath.Join(dir, c.Case+".log"))
@@ -39,7 +41,7 @@ func TestSyntheticScore(t *testing.T) {
 			t.Logf("%s: forbidden %v among %v", c.Case, c.Forbid, ids(ds))
 		}
 	}
-	t.Logf("synthetic: first diagnosis right %d/%d, forbidden id present in %d logs", right, expecting, forbidHit)
+	t.Logf("%s: first diagnosis right %d/%d, forbidden id present in %d logs", name, right, expecting, forbidHit)
 }
 
 func contains(ss []string, s string) bool {
