@@ -70,7 +70,6 @@ type tap struct {
 	dropped atomic.Int64
 	gaps    [3]atomic.Bool
 	done    chan struct{}
-	readers sync.WaitGroup // readPipe goroutines, done before ch is closed
 }
 
 func newTap(fn LineFunc) *tap {
@@ -117,90 +116,9 @@ func (t *tap) offer(s Stream, p []byte) {
 	}
 }
 
-// readPipe feeds the tap from r, a pipe that a splicing relay tees the
-// stream s into (see spliceRelay), until r reaches end of file. g says
-// where the relay dropped bytes from the tap; a chunk is cut at a mark so
-// the gap is recorded at the exact byte. Unlike offer it may block on the
-// queue: only the tap pipe fills up then, and the relay drops from the
-// tap what does not fit into that.
-func (t *tap) readPipe(s Stream, r io.ReadCloser, g *gapMarks) {
-	defer t.readers.Done()
-	defer r.Close()
-	var pos int64
-	for {
-		b := t.pool.Get().(*[]byte)
-		n, err := r.Read(*b)
-		start := pos
-		pos += int64(n)
-		// A mark at or before start was added before the bytes after it
-		// were teed, so it is visible once they are read.
-		gap := g.take(start)
-		p := (*b)[:n]
-		for {
-			off, ok := g.peek()
-			if !ok || off >= pos {
-				break
-			}
-			k := int(off - start) // 0 < k < len(p): cut the chunk there
-			nb := t.pool.Get().(*[]byte)
-			m := copy(*nb, p[k:])
-			t.ch <- tapChunk{s: s, buf: b, n: k, gap: gap}
-			gap = g.take(off)
-			b, start, p = nb, off, (*nb)[:m]
-		}
-		if len(p) > 0 || gap {
-			t.ch <- tapChunk{s: s, buf: b, n: len(p), gap: gap}
-		} else {
-			t.pool.Put(b)
-		}
-		if err != nil {
-			return
-		}
-	}
-}
-
-// gapMarks are the positions, in the bytes a tap pipe carried, after
-// which the relay dropped bytes from the tap; increasing, one per spot.
-type gapMarks struct {
-	mu   sync.Mutex
-	offs []int64
-}
-
-// add marks a gap after the first off bytes of the tap pipe.
-func (g *gapMarks) add(off int64) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if n := len(g.offs); n == 0 || g.offs[n-1] != off {
-		g.offs = append(g.offs, off)
-	}
-}
-
-// take removes the marks at or before pos and reports whether there was one.
-func (g *gapMarks) take(pos int64) bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	i := 0
-	for i < len(g.offs) && g.offs[i] <= pos {
-		i++
-	}
-	g.offs = g.offs[i:]
-	return i > 0
-}
-
-// peek returns the first mark.
-func (g *gapMarks) peek() (int64, bool) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if len(g.offs) == 0 {
-		return 0, false
-	}
-	return g.offs[0], true
-}
-
-// close ends the tap after all relays returned (and closed their tap
-// pipes) and waits until every queued line was delivered.
+// close ends the tap after all relays returned and waits until every
+// queued line was delivered.
 func (t *tap) close() int64 {
-	t.readers.Wait()
 	close(t.ch)
 	<-t.done
 	return t.dropped.Load()

@@ -231,7 +231,7 @@ func (s *supervisor) run(l *launch) (Result, error) {
 		if i == 1 {
 			w, st = s.cfg.Stderr, Stderr
 		}
-		go func() { defer wg.Done(); relayAuto(r, w, st, t, s.cfg.OnOutputError) }()
+		go func() { defer wg.Done(); relayNotify(r, w, st, t, s.cfg.OnOutputError) }()
 	}
 	relaysDone := make(chan struct{})
 	go func() { wg.Wait(); close(relaysDone) }()
