@@ -8,13 +8,16 @@ import (
 	"sync/atomic"
 )
 
-// relayBufSize is the size of one read from the child's output.
-const relayBufSize = 32 << 10
+// relayBufSize is the size of one read from the child's output: a whole
+// default pipe (64 KiB), so a full pipe is emptied in one read(2) and one
+// write(2). A read returns what is there, so a partial line is not held.
+// (256 KiB with a pipe enlarged to match measured slower.)
+const relayBufSize = 64 << 10
 
 // tapQueueLen bounds the tap: at most tapQueueLen chunks of relayBufSize
 // bytes (2 MiB) wait for OnLine. When the queue is full the chunk is
 // dropped from the tap, never from the relay.
-const tapQueueLen = 64
+const tapQueueLen = 32
 
 // relay copies r to w byte for byte as it arrives: each read(2) is written
 // out at once, so a partial line or a `\r` progress bar is not held back.
