@@ -147,6 +147,7 @@ func cmdRun(c *cli.Context, e *env) error {
 	// instead of delaying it. A matcher that saw no line has no diagnosis.
 	mf := facts(report, s.minMemlockOrDefault())
 	var m *diagnosis.Matcher
+	printed := map[string]bool{}
 	var mu sync.Mutex // OnLine is called from one goroutine at a time; the lock also orders Diagnoses after it
 	cfg.OnLine = func(_ launcher.Stream, line []byte) {
 		mu.Lock()
@@ -155,6 +156,10 @@ func cmdRun(c *cli.Context, e *env) error {
 			m = diagnosis.NewMatcher(mf)
 		}
 		for _, d := range m.FeedAll(line) {
+			if d.ID == genericDiagnosis {
+				continue // printed at exit, and only if nothing specific follows
+			}
+			printed[d.ID] = true
 			_, _ = e.stderr.Write(diagnosisMessage(d))
 		}
 	}
@@ -187,6 +192,15 @@ func cmdRun(c *cli.Context, e *env) error {
 		sigName = unix.SignalName(res.Signal)
 		if sigName == "" {
 			sigName = fmt.Sprintf("signal %d", int(res.Signal))
+		}
+	}
+	// The generic nccl-error is held back while CMD runs: PyTorch's
+	// DistBackendError on stderr often arrives before the WARN that names
+	// the cause on stdout. It is left in ds only when nothing specific was
+	// found, and then it is printed now (never silenced, like any diagnosis).
+	for _, d := range ds {
+		if !printed[d.ID] {
+			_, _ = e.stderr.Write(diagnosisMessage(d))
 		}
 	}
 	if !s.quiet && len(ds) > 0 {
@@ -355,6 +369,10 @@ func hasStatus(r preflight.Report, st preflight.Status) bool {
 	}
 	return false
 }
+
+// genericDiagnosis is the catalog's catch-all id (CONTRACT.md: an NCCL
+// failure with no more specific cause found).
+const genericDiagnosis = "nccl-error"
 
 // terminatingSignals are the signals whose default action would end ncclrun
 // and that a container runtime or a shell sends to stop a job.

@@ -407,3 +407,28 @@ func TestTerminatingSignalIsForwarded(t *testing.T) {
 	require.Equal(t, 42, ee.ExitCode())
 	require.Equal(t, "got TERM\n", string(rest))
 }
+
+// TestGenericDiagnosisWaitsForTheCause: PyTorch's DistBackendError on
+// stderr may arrive before NCCL's WARN on stdout; the generic nccl-error
+// must not be printed live, and is printed at exit only when nothing more
+// specific was found.
+func TestGenericDiagnosisWaitsForTheCause(t *testing.T) {
+	generic := `echo "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1970, unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.21.5" >&2`
+	warn := `echo "n1:7:7 [0] misc/ibvwrap.cc:169 NCCL WARN Call to ibv_reg_mr_iova2 failed with error Cannot allocate memory"`
+
+	r := ncclrun(t, "--quiet", "--", "sh", "-c", generic+"; "+warn+"; exit 1")
+	require.Equal(t, 1, r.code)
+	var mine []string
+	for _, l := range r.errLines() {
+		if strings.HasPrefix(l, "ncclrun: ") {
+			mine = append(mine, l)
+		}
+	}
+	require.NotEmpty(t, mine, "stderr: %q", r.stderr)
+	require.Contains(t, mine[0], "locked-memory", "the specific cause is the first thing ncclrun says: %q", r.stderr)
+	require.NotContains(t, r.stderr, "does not show a more specific cause")
+
+	r = ncclrun(t, "--quiet", "--", "sh", "-c", generic+"; exit 1")
+	require.Equal(t, 1, r.code)
+	require.Contains(t, r.stderr, "ncclrun: NCCL failed", "with nothing specific the generic diagnosis is printed at exit")
+}
