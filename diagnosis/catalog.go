@@ -181,6 +181,9 @@ type Catalog struct {
 	byID    map[string]*centry
 	pats    []*cpattern // ordered by effective priority desc, then catalog order
 	ac      *ahoCorasick
+	// filter holds the grams of every pattern's literals (gram.go): a
+	// line it rejects has no candidate.
+	filter *gramFilter
 }
 
 // centry is a compiled entry.
@@ -188,6 +191,7 @@ type centry struct {
 	Entry
 	idx     int
 	not     []*regexp.Regexp
+	notLit  [][]byte       // negative patterns that are plain literals (searched, not run)
 	markers map[string]int // marker name -> global pattern index
 }
 
@@ -198,12 +202,15 @@ type cpattern struct {
 	entry        *centry
 	re           *regexp.Regexp
 	not          []*regexp.Regexp
+	notLit       [][]byte // negative patterns that are plain literals
 	prio         int
 	certainty    string
 	requires     int // global index of the required marker, -1 none
 	certainWith  int // global index of the marker, -1 none
 	suppressedBy []int
 	after        map[string]bool // entry's After plus the pattern's
+	grams        []uint32        // one gram per literal (gram.go)
+	gramsOK      bool            // false: a literal is shorter than a gram
 }
 
 var (
@@ -265,7 +272,7 @@ func NewCatalog(entries []Entry) (*Catalog, error) {
 			if err != nil {
 				return nil, fmt.Errorf("%w: entry %q: negative pattern %q: %w", ErrCatalog, e.ID, n, err)
 			}
-			ce.not = append(ce.not, re)
+			ce.not, ce.notLit = addNot(ce.not, ce.notLit, re)
 		}
 		c.byID[e.ID] = ce
 		c.cents = append(c.cents, ce)
@@ -326,6 +333,10 @@ func NewCatalog(entries []Entry) (*Catalog, error) {
 		}
 	}
 	c.ac = newAhoCorasick(lits, owners)
+	for _, cp := range c.pats {
+		cp.grams, cp.gramsOK = patternGrams(&cp.Pattern)
+	}
+	c.filter = buildGramFilter(c.pats, func(int) bool { return true })
 	return c, nil
 }
 
@@ -376,9 +387,20 @@ func compilePattern(ce *centry, p Pattern) (*cpattern, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%w: %s: negative pattern %q: %w", ErrCatalog, where, n, err)
 		}
-		cp.not = append(cp.not, nre)
+		cp.not, cp.notLit = addNot(cp.not, cp.notLit, nre)
 	}
 	return cp, nil
+}
+
+// addNot files a compiled negative pattern: one that is a plain literal
+// (regexp.LiteralPrefix complete) goes to lits, to be searched with
+// bytes.Contains before the pattern's own regular expression runs (same
+// result, a fraction of the cost); the others to res.
+func addNot(res []*regexp.Regexp, lits [][]byte, re *regexp.Regexp) ([]*regexp.Regexp, [][]byte) {
+	if lit, complete := re.LiteralPrefix(); complete && lit != "" {
+		return res, append(lits, []byte(lit))
+	}
+	return append(res, re), lits
 }
 
 // markerIndex resolves a marker name ("name" in cp's entry, or

@@ -39,6 +39,12 @@ type Matcher struct {
 	stamp []uint32
 	gen   uint32
 	cand  []int32
+	// filter is the gram filter over the patterns that can still change
+	// the result (the catalog's until a marker is seen, then this
+	// matcher's own without the seen markers); nofilter turns it off
+	// (tests compare both paths).
+	filter   *gramFilter
+	nofilter bool
 
 	mu      sync.Mutex
 	seq     int
@@ -99,6 +105,7 @@ func NewMatcherWith(c *Catalog, f Facts) *Matcher {
 		cat:     c,
 		facts:   f,
 		stamp:   make([]uint32, len(c.pats)),
+		filter:  c.filter,
 		markers: make([]bool, len(c.pats)),
 		states:  map[string]*state{},
 	}
@@ -126,13 +133,16 @@ func (m *Matcher) FeedAll(line []byte) []Diagnosis {
 	if len(line) > MaxLine {
 		line = line[:MaxLine]
 	}
+	if !m.nofilter && !m.filter.mayMatch(line) {
+		return nil
+	}
 	m.gen++
 	if m.gen == 0 {
 		clear(m.stamp)
 		m.gen = 1
 	}
 	m.cand = m.cat.ac.scan(line, m.stamp, m.gen, m.cand[:0])
-	if len(m.cand) == 0 {
+	if len(m.cand) == 0 || (!m.nofilter && m.onlySeenMarkers(m.cand)) {
 		return nil
 	}
 	cand := m.cand
@@ -154,6 +164,9 @@ func (m *Matcher) FeedAll(line []byte) []Diagnosis {
 			m.markers[pi] = true
 			markerHit = true
 		}
+	}
+	if markerHit && !m.nofilter {
+		m.filter = buildGramFilter(m.cat.pats, func(i int) bool { return !m.cat.pats[i].Marker || !m.markers[i] })
 	}
 	var touched *state
 	for _, pi := range cand {
@@ -190,7 +203,35 @@ func (m *Matcher) FeedAll(line []byte) []Diagnosis {
 	return out
 }
 
+// onlySeenMarkers reports whether every candidate is a marker already
+// seen: such a line changes nothing (FeedAll would find no new marker and
+// no sighting). Only the feeding goroutine writes markers, so it may read
+// them without the lock.
+func (m *Matcher) onlySeenMarkers(cand []int32) bool {
+	for _, pi := range cand {
+		if !m.cat.pats[pi].Marker || !m.markers[pi] {
+			return false
+		}
+	}
+	return true
+}
+
+// matches reports whether line matches p's expression and none of its or
+// its entry's negative patterns. The negative patterns that are plain
+// literals are searched first: they are cheap, and a healthy line that
+// carries one (NCCL's "No plugin found" INFO for the dlopen pattern)
+// is then rejected without running the expression.
 func (p *cpattern) matches(line []byte) bool {
+	for _, n := range p.notLit {
+		if bytes.Contains(line, n) {
+			return false
+		}
+	}
+	for _, n := range p.entry.notLit {
+		if bytes.Contains(line, n) {
+			return false
+		}
+	}
 	if !p.re.Match(line) {
 		return false
 	}

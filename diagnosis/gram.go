@@ -1,0 +1,157 @@
+package diagnosis
+
+import (
+	"encoding/binary"
+	"strings"
+)
+
+// The gram filter is a cheaper first pass in front of the Aho-Corasick
+// prefilter, for the lines that dominate a healthy job's output (NCCL
+// INFO lines by the hundred thousand). Every literal of the catalog gets
+// one 4-byte window of itself (its gram); a line that contains a literal
+// contains that literal's gram, so a line in which no gram occurs contains
+// no literal and the automaton would find no candidate. The filter is
+// therefore exact: it only decides whether the automaton needs to run.
+//
+// Grams are kept in a two-probe Bloom filter (2^gramBits bits, 8 KiB),
+// and the line is tested at every byte offset with one unaligned 4-byte
+// load, a multiply and a bit test (the second probe only when the first
+// bit is set): no state carried from byte to byte, so the loads of
+// consecutive offsets overlap in the CPU instead of forming the chain of
+// dependent table lookups the automaton is. One probe was not enough: with
+// ~150 grams, a gram of every healthy line ("node" of the host name)
+// collided with one. A false positive only sends a line on to the
+// automaton.
+//
+// A matcher keeps its own filter over the patterns that can still change
+// its result: once a marker pattern has been seen, a later sighting of it
+// changes nothing, so its literals leave the matcher's filter (healthy
+// INFO lines carry marker literals such as "via P2P/" on every channel
+// line).
+
+const (
+	gramLen  = 4
+	gramBits = 16
+)
+
+// gramFilter is a set of hashed grams. all means "pass every line" (a
+// live literal shorter than gramLen has no gram).
+type gramFilter struct {
+	all  bool
+	bits [1 << gramBits / 64]uint64
+}
+
+// gramHash returns the two probes of gram x: the top two gramBits-bit
+// fields of a 64-bit multiplicative hash.
+func gramHash(x uint32) (h1, h2 uint32) {
+	p := uint64(x) * 0x9E3779B97F4A7C15
+	return uint32(p >> (64 - gramBits)), uint32(p>>(64-2*gramBits)) & (1<<gramBits - 1)
+}
+
+func (f *gramFilter) add(g uint32) {
+	h1, h2 := gramHash(g)
+	f.bits[h1>>6] |= 1 << (h1 & 63)
+	f.bits[h2>>6] |= 1 << (h2 & 63)
+}
+
+// mayMatch reports whether b may contain one of the filter's literals
+// (false means it certainly contains none).
+func (f *gramFilter) mayMatch(b []byte) bool {
+	if f.all {
+		return true
+	}
+	bits := &f.bits
+	for len(b) >= gramLen {
+		p := uint64(binary.LittleEndian.Uint32(b)) * 0x9E3779B97F4A7C15
+		h1 := uint32(p >> (64 - gramBits))
+		if bits[h1>>6]&(1<<(h1&63)) != 0 {
+			h2 := uint32(p>>(64-2*gramBits)) & (1<<gramBits - 1)
+			if bits[h2>>6]&(1<<(h2&63)) != 0 {
+				return true
+			}
+		}
+		b = b[1:]
+	}
+	return false
+}
+
+// gramRef is typical healthy NCCL INFO output (research/nccl-messages.md
+// and a 2x8 job's log). chooseGram prefers windows of a literal that are
+// rare in it, so that healthy lines rarely pass the filter; the choice
+// only affects speed, never results.
+const gramRef = `gpu-node-01:31010:31107 [2] NCCL INFO Channel 25/0 : 10[2] -> 11[3] via P2P/CUMEM/read
+gpu-node-01:31010:31107 [2] NCCL INFO Channel 01/1 : 10[2] -> 11[3] via P2P/IPC
+gpu-node-01:31010:31107 [2] NCCL INFO Channel 02/0 : 8[0] -> 9[1] via SHM/direct/direct
+gpu-node-01:31010:31107 [2] NCCL INFO Channel 03/0 : 15[7] -> 0[0] [send] via NET/IB/3/GDRDMA/Shared
+gpu-node-01:31010:31107 [2] NCCL INFO Channel 03/0 : 7[7] -> 8[0] [receive] via NET/IB/3/GDRDMA
+gpu-node-01:31010:31107 [2] NCCL INFO Trees [0] 11/-1/-1->10->9 [1] 11/-1/-1->10->9
+gpu-node-01:31010:31107 [2] NCCL INFO Ring 00 : 9 -> 10 -> 11
+gpu-node-01:31010:31107 [2] NCCL INFO Connected all rings
+gpu-node-01:31010:31107 [2] NCCL INFO Connected all trees
+gpu-node-01:31010:31107 [2] NCCL INFO threadThresholds 8/8/64 | 128/8/64 | 512 | 512
+gpu-node-01:31010:31107 [2] NCCL INFO comm 0x55d2c4a1b000 rank 10 nRanks 16 nNodes 2 localRanks 8 localRank 2 MNNVL 0
+gpu-node-01:31010:31107 [2] NCCL INFO ncclCommInitRank comm 0x55d2c4a1b000 rank 10 nranks 16 cudaDev 2 nvmlDev 2 busId 1a000 commId 0x7c1d3e9a - Init COMPLETE
+gpu-node-01:31010:31107 [2] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB [RO]; OOB ib0:10.1.0.1<0>
+gpu-node-01:31010:31107 [2] NCCL INFO P2P Chunksize set to 131072
+gpu-node-01:31010:31107 [2] NCCL INFO Setting affinity for GPU 2 to ffff,ffffffff
+gpu-node-01:31010:31107 [2] NCCL INFO 24 coll channels, 24 collnet channels, 0 nvls channels, 32 p2p channels, 32 p2p channels per peer
+gpu-node-01:31010:31107 [2] NCCL INFO GPU Direct RDMA Enabled for HCA 1 'mlx5_1'
+gpu-node-01:31010:31107 [2] NCCL INFO AllReduce: opCount 3f sendbuff 0x7f0012ab00 recvbuff 0x7f0012ab00 count 4096 datatype 7 op 0 root 0 comm 0x55d2c4a1b000 [nranks=16] stream 0x5633
+gpu-node-01:31010:31107 [2] NCCL INFO cudaDriverVersion 12040
+gpu-node-01:31010:31107 [2] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>
+gpu-node-01:31010:31107 [2] NCCL INFO NET/Plugin: Could not find: libnccl-net.so. Using internal net plugin.
+gpu-node-01:31010:31107 [2] NCCL INFO NET/Plugin : dlerror=libnccl-net.so: cannot open shared object file: No such file or directory No plugin found (libnccl-net.so), using internal implementation
+gpu-node-01:31010:31107 [2] NCCL INFO Using non-device net plugin version 0
+gpu-node-01:31010:31107 [2] NCCL INFO Using network IB
+gpu-node-01:31010:31107 [2] NCCL INFO NCCL_IB_HCA set by environment to mlx5_0,mlx5_1
+gpu-node-01:31010:31107 [2] NCCL INFO NVLS multicast support is not available on dev 2
+gpu-node-01:31010:31107 [2] NCCL INFO DMA-BUF is available on GPU device 2
+gpu-node-01:31010:31107 [2] NCCL INFO comm 0x55d2c4a1b000 rank 10 nranks 16 cudaDev 2 busId 1a000 - Destroy COMPLETE
+`
+
+// chooseGram returns the 4-byte window of lit (len(lit) >= gramLen) that
+// occurs least often in gramRef, the first such one on ties, as a
+// little-endian uint32.
+func chooseGram(lit string) uint32 {
+	best, bestN := 0, -1
+	for i := 0; i+gramLen <= len(lit); i++ {
+		n := strings.Count(gramRef, lit[i:i+gramLen])
+		if bestN < 0 || n < bestN {
+			best, bestN = i, n
+		}
+		if n == 0 {
+			break
+		}
+	}
+	return binary.LittleEndian.Uint32([]byte(lit[best : best+gramLen]))
+}
+
+// patternGrams is the gram of each of p's literals; ok is false when a
+// literal is shorter than gramLen (the pattern cannot be filtered).
+func patternGrams(p *Pattern) (grams []uint32, ok bool) {
+	for _, l := range p.Literals {
+		if len(l) < gramLen {
+			return nil, false
+		}
+		grams = append(grams, chooseGram(l))
+	}
+	return grams, true
+}
+
+// buildGramFilter is the filter over the patterns for which live returns
+// true.
+func buildGramFilter(pats []*cpattern, live func(i int) bool) *gramFilter {
+	f := &gramFilter{}
+	for i, p := range pats {
+		if !live(i) {
+			continue
+		}
+		if !p.gramsOK {
+			return &gramFilter{all: true}
+		}
+		for _, g := range p.grams {
+			f.add(g)
+		}
+	}
+	return f
+}

@@ -1,0 +1,185 @@
+package diagnosis
+
+import (
+	"bufio"
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// allTestLines returns every line of every log under testdata and of every
+// sample of the shipped catalog.
+func allTestLines(t testing.TB) []string {
+	t.Helper()
+	var lines []string
+	for _, e := range DefaultCatalog().Entries() {
+		for _, s := range append(append([]string{}, e.Samples.Match...), e.Samples.NoMatch...) {
+			lines = append(lines, strings.Split(s, "\n")...)
+		}
+	}
+	logs, err := filepath.Glob("testdata/*/*.log")
+	require.NoError(t, err)
+	require.NotEmpty(t, logs)
+	for _, p := range logs {
+		b, err := os.ReadFile(p)
+		require.NoError(t, err)
+		lines = append(lines, strings.Split(string(b), "\n")...)
+	}
+	return lines
+}
+
+// mergedLines are lines an interleaving of ranks produces: a healthy INFO
+// line with another line pasted before or after it on the same line, and
+// every literal of the catalog inside an INFO line (at the start, in the
+// middle, at the end, alone).
+func mergedLines(t testing.TB, c *Catalog, lines []string) []string {
+	t.Helper()
+	const info = "gpu-node-01:31010:31107 [2] NCCL INFO Channel 25/0 : 10[2] -> 11[3] via P2P/CUMEM/read"
+	var out []string
+	for _, l := range lines {
+		out = append(out, info+l, l+info, info+" "+l+"\r"+info)
+	}
+	for _, p := range c.pats {
+		for _, lit := range p.Literals {
+			out = append(out, lit, info+lit, lit+info, info[:40]+lit+info[40:], lit[1:], lit[:len(lit)-1])
+		}
+	}
+	return out
+}
+
+// TestGramFilterSound: on every test line (and merged variants) for which
+// the automaton finds a candidate, the catalog's gram filter passes it; on
+// lines with no candidate it may pass or not. For the shipped catalog,
+// the 10x one and a small one.
+func TestGramFilterSound(t *testing.T) {
+	lines := allTestLines(t)
+	for _, pc := range perfCatalogs(t) {
+		c := pc.c
+		stamp := make([]uint32, len(c.pats))
+		all := append(append([]string{}, lines...), mergedLines(t, c, lines)...)
+		for i, l := range all {
+			cand := c.ac.scan([]byte(l), stamp, uint32(i+1), nil)
+			if len(cand) > 0 {
+				require.True(t, c.filter.mayMatch([]byte(l)), "%s: %q has candidates %v but the filter rejects it", pc.name, l, cand)
+			}
+		}
+	}
+}
+
+// TestGramFilterRejectsHealthyInfo keeps the filter useful: with the
+// markers of a healthy job seen, most healthy INFO lines are rejected
+// before the automaton (the filter is not silently "pass all").
+func TestGramFilterRejectsHealthyInfo(t *testing.T) {
+	lines, _ := perfLines(t)
+	m := NewMatcher(Facts{})
+	for _, l := range lines {
+		m.FeedAll(l)
+	}
+	require.False(t, m.filter.all)
+	pass := 0
+	for _, l := range lines {
+		if m.filter.mayMatch(l) {
+			pass++
+		}
+	}
+	assert.Less(t, pass*10, len(lines), "%d of %d healthy lines pass the filter", pass, len(lines))
+}
+
+// TestGramFilterShortLiteral: a catalog with a literal shorter than a gram
+// cannot be filtered, and still matches it.
+func TestGramFilterShortLiteral(t *testing.T) {
+	c, err := NewCatalog([]Entry{{ID: "x", Title: "t", Cause: "c", Fix: "f",
+		Patterns: []Pattern{{Name: "p", Re: `\bEIO\b`, Literals: []string{"EIO"}}}}})
+	require.NoError(t, err)
+	assert.True(t, c.filter.all)
+	m := NewMatcherWith(c, Facts{})
+	ds := m.FeedAll([]byte("host:1:1 [0] NCCL INFO call failed: EIO"))
+	require.Len(t, ds, 1)
+	assert.Equal(t, "x", ds[0].ID)
+}
+
+// feedBoth feeds lines to a matcher with the filters and to one without,
+// and requires the same FeedAll result for every line and the same
+// Diagnoses at the end.
+func feedBoth(t *testing.T, c *Catalog, f Facts, name string, lines []string) {
+	t.Helper()
+	fast, slow := NewMatcherWith(c, f), NewMatcherWith(c, f)
+	slow.nofilter = true
+	for i, l := range lines {
+		a, b := fast.FeedAll([]byte(l)), slow.FeedAll([]byte(l))
+		require.Equal(t, b, a, "%s line %d: %q", name, i+1, l)
+	}
+	require.Equal(t, slow.Diagnoses(), fast.Diagnoses(), "%s: diagnoses", name)
+}
+
+// TestFastPathSameResults runs every testdata log, every sample (under its
+// facts and under none), and logs of merged lines through the filtered
+// and the unfiltered matcher: results must be identical.
+func TestFastPathSameResults(t *testing.T) {
+	logs, err := filepath.Glob("testdata/*/*.log")
+	require.NoError(t, err)
+	require.Greater(t, len(logs), 100)
+	facts := []Facts{{}, {Known: true, MemlockAdequate: true, ShmBytes: 1 << 26}, {Known: true, NoRDMA: true}}
+	c := DefaultCatalog()
+	for _, p := range logs {
+		b, err := os.ReadFile(p)
+		require.NoError(t, err)
+		var lines []string
+		sc := bufio.NewScanner(bytes.NewReader(b))
+		sc.Buffer(make([]byte, MaxLine), MaxLine)
+		for sc.Scan() {
+			lines = append(lines, sc.Text())
+		}
+		for _, f := range facts {
+			feedBoth(t, c, f, p, lines)
+		}
+		// The same log with a healthy multi-node INFO burst first (the
+		// markers seen before the failure, so the matcher's own filter
+		// is in use when the failure lines arrive).
+		healthy, _ := perfLines(t)
+		var pre []string
+		for _, h := range healthy {
+			pre = append(pre, string(h))
+		}
+		feedBoth(t, c, Facts{}, p+" after a healthy burst", append(pre, lines...))
+	}
+	for _, e := range c.Entries() {
+		for _, s := range append(append([]string{}, e.Samples.Match...), e.Samples.NoMatch...) {
+			feedBoth(t, c, e.SampleFacts.Facts(), e.ID+" sample", strings.Split(s, "\n"))
+			feedBoth(t, c, Facts{}, e.ID+" sample", strings.Split(s, "\n"))
+		}
+	}
+	all := allTestLines(t)
+	merged := mergedLines(t, c, all)
+	for i := 0; i < len(merged); i += 500 {
+		feedBoth(t, c, Facts{}, "merged", merged[i:min(i+500, len(merged))])
+	}
+	big := perfCatalog(t, 10)
+	feedBoth(t, big, Facts{}, "10x catalog, merged", merged[:min(2000, len(merged))])
+}
+
+// FuzzFastPath: for any two lines fed in turn (after a healthy burst),
+// the filtered and unfiltered matchers agree.
+func FuzzFastPath(f *testing.F) {
+	for _, l := range corpusLines(f) {
+		f.Add(l, []byte("gpu-node-01:31010:31107 [2] NCCL INFO Channel 25/0 : 10[2] -> 11[3] [receive] via NET/IB/0"))
+	}
+	healthy, _ := perfLines(f)
+	f.Fuzz(func(t *testing.T, a, b []byte) {
+		fast, slow := NewMatcher(Facts{}), NewMatcher(Facts{})
+		slow.nofilter = true
+		for _, l := range append(append([][]byte{a}, healthy...), b, a) {
+			if x, y := fast.FeedAll(l), slow.FeedAll(l); !assert.ObjectsAreEqual(y, x) {
+				t.Fatalf("line %q: fast %v, slow %v", l, x, y)
+			}
+		}
+		if x, y := fast.Diagnoses(), slow.Diagnoses(); !assert.ObjectsAreEqual(y, x) {
+			t.Fatalf("fast %v, slow %v", x, y)
+		}
+	})
+}
