@@ -1,9 +1,11 @@
 package diagnosis
 
 import (
+	"regexp"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestParseLine(t *testing.T) {
@@ -67,5 +69,14 @@ func TestStripCollector(t *testing.T) {
 	}
 	for in, want := range tests {
 		assert.Equal(t, want, string(stripCollector([]byte(in))), in)
+	}
+}
+
+// TestLazyRegexpsCompile: the parser's expressions are compiled on first
+// use, so a broken one would only panic there; compile each here.
+func TestLazyRegexpsCompile(t *testing.T) {
+	for _, re := range []func() *regexp.Regexp{ncclPrefixRe, ncclTokenRe, rayPidRe, collectorRe} {
+		require.NotNil(t, re())
+		require.Same(t, re(), re(), "compiled once")
 	}
 }
