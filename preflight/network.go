@@ -21,18 +21,20 @@ type NetInterface struct {
 
 func (i NetInterface) usable() bool { return i.Up && len(i.Addrs) > 0 }
 
-// liveInterfaces lists the interfaces with net.Interfaces; the IPv6
-// loopback address is left out as NCCL leaves it out.
+// liveInterfaces lists the interfaces with net.Interfaces and their
+// addresses from one address dump (addrsByIndex; an interface whose
+// addresses cannot be read has none, as before); the IPv6 loopback
+// address is left out as NCCL leaves it out.
 func liveInterfaces() ([]NetInterface, error) {
 	ifs, err := net.Interfaces()
 	if err != nil {
 		return nil, fmt.Errorf("list interfaces: %w", err)
 	}
+	byIndex, _ := addrsByIndex()
 	var out []NetInterface
 	for _, i := range ifs {
 		ni := NetInterface{Name: i.Name, Up: i.Flags&net.FlagUp != 0}
-		addrs, _ := i.Addrs()
-		for _, a := range addrs {
+		for _, a := range byIndex[i.Index] {
 			ipn, ok := a.(*net.IPNet)
 			if !ok || (ipn.IP.To4() == nil && ipn.IP.IsLoopback()) {
 				continue
