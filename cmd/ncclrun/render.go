@@ -28,7 +28,7 @@ func checkMessage(c preflight.Result, withFix bool) []byte {
 	var b bytes.Buffer
 	b.Write(msgLines("", c.ID+": "+c.Summary))
 	if withFix && c.Fix != "" {
-		b.Write(msgLines("  ", "fix: "+c.Fix))
+		b.Write(msgLines("  ", fixText(c.Fix, "fix: ", "     ")))
 	}
 	return b.Bytes()
 }
@@ -60,7 +60,7 @@ func diagnosisMessage(d diagnosis.Diagnosis) []byte {
 	}
 	b.Write(msgLines("", head))
 	if d.Fix != "" {
-		b.Write(msgLines("  ", "fix: "+d.Fix))
+		b.Write(msgLines("  ", fixText(d.Fix, "fix: ", "     ")))
 	}
 	if d.Certainty == "likely" && d.How != "" {
 		b.Write(msgLines("  ", "to be sure: "+d.How))
@@ -138,14 +138,23 @@ func writeDoctorTable(w io.Writer, r preflight.Report) error {
 		if c.Fix == "" || (c.Status != preflight.Warn && c.Status != preflight.Fail) {
 			continue
 		}
-		fix := "fix: " + oneLine(c.Fix)
 		if first, ok := fixOf[c.Fix]; ok {
-			fix = "fix: as for " + first
-		} else {
-			fixOf[c.Fix] = c.ID
+			b.WriteString(pad + "fix: as for " + first + "\n")
+			continue
 		}
-		for _, l := range wrap(fix, width) {
-			b.WriteString(pad + l + "\n")
+		fixOf[c.Fix] = c.ID
+		for i, alt := range fixAlternatives(oneLine(c.Fix)) {
+			lead, more := "fix: ", "     "
+			if i > 0 {
+				lead, more = "", "   "
+			}
+			for j, l := range wrap(alt, width-len(more)) {
+				if j == 0 {
+					b.WriteString(pad + lead + l + "\n")
+				} else {
+					b.WriteString(pad + more + l + "\n")
+				}
+			}
 		}
 	}
 	_, err := w.Write(b.Bytes())
@@ -195,7 +204,7 @@ func writeExplain(w io.Writer, ds []diagnosis.Diagnosis) error {
 			fmt.Fprintf(&b, "  cause: %s\n", d.Cause)
 		}
 		if d.Fix != "" {
-			fmt.Fprintf(&b, "  fix:   %s\n", d.Fix)
+			b.WriteString(fixText(d.Fix, "  fix:   ", "         ") + "\n")
 		}
 		if d.Certainty == "likely" && d.How != "" {
 			fmt.Fprintf(&b, "  to be sure: %s\n", d.How)
@@ -219,4 +228,28 @@ func nonNil(ds []diagnosis.Diagnosis) []diagnosis.Diagnosis {
 		return []diagnosis.Diagnosis{}
 	}
 	return ds
+}
+
+// fixAlternatives splits a fix that offers several ways ("do A; or do B;
+// or do C") into one alternative each, so that each can start a line.
+func fixAlternatives(fix string) []string {
+	alts := strings.Split(fix, "; or ")
+	for i := 1; i < len(alts); i++ {
+		alts[i] = "or " + alts[i]
+	}
+	return alts
+}
+
+// fixText renders a fix with each alternative on a line of its own: the
+// first after lead, the others after indent.
+func fixText(fix, lead, indent string) string {
+	alts := fixAlternatives(fix)
+	for i := range alts {
+		if i == 0 {
+			alts[i] = lead + alts[i]
+		} else {
+			alts[i] = indent + alts[i]
+		}
+	}
+	return strings.Join(alts, "\n")
 }

@@ -143,3 +143,8 @@ func TestFactsNoRDMAOnlyWhenSysfsListsNone(t *testing.T) {
 		assert.Equal(t, tc.want, facts(r, 0).NoRDMA, tc.name)
 	}
 }
+
+func TestFixTextPutsEachAlternativeOnALine(t *testing.T) {
+	assert.Equal(t, "fix: do A\n     or do B\n     or do C", fixText("do A; or do B; or do C", "fix: ", "     "))
+	assert.Equal(t, "fix: only one; with a semicolon", fixText("only one; with a semicolon", "fix: ", "     "))
+}
