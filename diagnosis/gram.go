@@ -61,18 +61,42 @@ func (f *gramFilter) mayMatch(b []byte) bool {
 		return true
 	}
 	bits := &f.bits
-	for len(b) >= gramLen {
-		p := uint64(binary.LittleEndian.Uint32(b)) * 0x9E3779B97F4A7C15
-		h1 := uint32(p >> (64 - gramBits))
-		if bits[h1>>6]&(1<<(h1&63)) != 0 {
-			h2 := uint32(p>>(64-2*gramBits)) & (1<<gramBits - 1)
-			if bits[h2>>6]&(1<<(h2&63)) != 0 {
-				return true
+	// Five windows per 8-byte load; their first probes are ORed so that
+	// the common case (no bit set) costs one branch per five offsets.
+	for len(b) >= 8 {
+		v := binary.LittleEndian.Uint64(b)
+		h0 := probe1(uint32(v))
+		h1 := probe1(uint32(v >> 8))
+		h2 := probe1(uint32(v >> 16))
+		h3 := probe1(uint32(v >> 24))
+		h4 := probe1(uint32(v >> 32))
+		t := bits[h0>>6]>>(h0&63) | bits[h1>>6]>>(h1&63) | bits[h2>>6]>>(h2&63) |
+			bits[h3>>6]>>(h3&63) | bits[h4>>6]>>(h4&63)
+		if t&1 != 0 {
+			for k := 0; k < 5; k++ {
+				if f.has(uint32(v >> (8 * k))) {
+					return true
+				}
 			}
+		}
+		b = b[5:]
+	}
+	for len(b) >= gramLen {
+		if f.has(binary.LittleEndian.Uint32(b)) {
+			return true
 		}
 		b = b[1:]
 	}
 	return false
+}
+
+// probe1 is the first probe of gram x (see gramHash).
+func probe1(x uint32) uint32 { return uint32((uint64(x) * 0x9E3779B97F4A7C15) >> (64 - gramBits)) }
+
+// has reports whether both probes of gram x are set.
+func (f *gramFilter) has(x uint32) bool {
+	h1, h2 := gramHash(x)
+	return f.bits[h1>>6]&(1<<(h1&63)) != 0 && f.bits[h2>>6]&(1<<(h2&63)) != 0
 }
 
 // gramRef is typical healthy NCCL INFO output (research/nccl-messages.md

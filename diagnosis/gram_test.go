@@ -183,3 +183,19 @@ func FuzzFastPath(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkGramFilter measures the gram filter alone over the healthy
+// lines, with the markers of a healthy job seen (the steady state of an
+// INFO burst).
+func BenchmarkGramFilter(b *testing.B) {
+	lines, mean := perfLines(b)
+	m := NewMatcher(Facts{})
+	for _, l := range lines {
+		m.FeedAll(l)
+	}
+	b.SetBytes(int64(mean))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		m.filter.mayMatch(lines[i%len(lines)])
+	}
+}
