@@ -173,12 +173,13 @@ func (l *lineSplitter) feed(p []byte) {
 	}
 }
 
-// gap records that bytes were lost before the next feed: a held partial
-// line is delivered as it is and the rest of that line is skipped.
+// gap records that bytes were lost before the next feed: the line the gap
+// cut into is not what the child wrote, so its held start is dropped and
+// the rest of it (up to the next newline) is skipped. Delivering the start
+// would let the matcher read a made-up line: a healthy
+// "[receive] via NET/IB/0/GDRDMA" cut after "IB/0" reads as GPUDirect
+// missing on that connection.
 func (l *lineSplitter) gap() {
-	if len(l.buf) > 0 && !l.skip {
-		l.emit(l.s, l.buf)
-	}
 	l.buf = l.buf[:0]
 	l.skip = true
 }

@@ -114,7 +114,9 @@ func TestLineSplitter(t *testing.T) {
 		{"long line cut", []string{long + "\nnext\n"}, -1, []string{long[:MaxLine], "next"}},
 		{"long line over chunks", []string{long[:100], long[100:], "\nz"}, -1, []string{long[:MaxLine], "z"}},
 		{"exactly MaxLine not cut", []string{exact, "\n"}, -1, []string{exact}},
-		{"gap delivers the prefix and skips the rest", []string{"par", "tial\nok\n"}, 1, []string{"par", "ok"}},
+		{"gap drops the cut line whole", []string{"par", "tial\nok\n"}, 1, []string{"ok"}},
+		{"after a gap the first line may be a tail: skipped", []string{"a\n", "b\nc\n"}, 1, []string{"a", "c"}},
+		{"gap inside a line skips to its end", []string{"a\nve", "ry\nc\n"}, 1, []string{"a", "c"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
