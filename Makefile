@@ -12,8 +12,10 @@ export CGO_ENABLED := 0
 
 .PHONY: build test unit vet cross fuzz-short demo bench image integration clean
 
+# urfave_cli_no_docs leaves out the CLI library's man-page generator, whose
+# package init costs ~1 ms of every start (docs/performance.md).
 build:
-	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/ncclrun
+	$(GO) build -trimpath -tags urfave_cli_no_docs -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/ncclrun
 
 # The test command of README.md: vet, unit tests with the race detector,
 # the cross-builds that keep the build tags honest, and a short fuzz run.
