@@ -210,7 +210,9 @@ func cmdRun(c *cli.Context, e *env) error {
 			printChecks(e.stderr, report, preflight.Warn)
 		}
 	}
-	if !s.quiet && res.TapDropped > 0 {
+	// Skipped tap data matters only when something went wrong: a healthy
+	// run that printed faster than the matcher reads stays silent.
+	if !s.quiet && res.TapDropped > 0 && (len(ds) > 0 || res.ExitCode != 0) {
 		fprintf(e.stderr, "ncclrun: warning: diagnosis fell behind the output and skipped %d bytes (all of it was relayed)\n", res.TapDropped)
 	}
 	var te *torchrunError
