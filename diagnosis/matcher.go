@@ -509,7 +509,9 @@ func (m *Matcher) snapshot(st *state) Diagnosis {
 		if m.facts.Known {
 			certain = true
 			if m.facts.Seen != "" {
-				d.Cause += " Preflight saw: " + m.facts.Seen + "."
+				// What run saw says it in one sentence; the catalog's
+				// general explanation is for a log read without it.
+				d.Cause = "NCCL could not pin memory for the network card: the command ran with " + m.facts.Seen + ", so the kernel refused to lock more."
 			}
 			if m.facts.MemlockFix != "" {
 				d.Fix = m.facts.MemlockFix
