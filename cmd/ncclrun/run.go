@@ -176,11 +176,24 @@ func cmdRun(c *cli.Context, e *env) error {
 		return exitWith(128 + int(sig.(syscall.Signal)))
 	default:
 	}
+	started := time.Now().Add(-time.Second) // file times have coarse granularity
 	res, err := launcher.Run(cfg)
 	if err != nil {
 		return &startError{cmd: path, err: err}
 	}
 	mu.Lock()
+	// With NCCL_DEBUG_FILE, NCCL's lines went to files, not to the output.
+	if pattern, _ := lookupEnv(childEnv, "NCCL_DEBUG_FILE"); pattern != "" {
+		for _, f := range ncclDebugFiles(pattern, started) {
+			if m == nil {
+				m = diagnosis.NewMatcher(mf)
+			}
+			if fh, err := os.Open(f); err == nil {
+				_ = diagnosis.FeedReader(m, fh)
+				fh.Close()
+			}
+		}
+	}
 	var ds []diagnosis.Diagnosis
 	if m != nil {
 		ds = m.Diagnoses()

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -431,4 +432,29 @@ func TestGenericDiagnosisWaitsForTheCause(t *testing.T) {
 	r = ncclrun(t, "--quiet", "--", "sh", "-c", generic+"; exit 1")
 	require.Equal(t, 1, r.code)
 	require.Contains(t, r.stderr, "ncclrun: NCCL failed", "with nothing specific the generic diagnosis is printed at exit")
+}
+
+// TestNCCLDebugFileIsDiagnosed: with NCCL_DEBUG_FILE NCCL's lines go to
+// per-process files (%h host, %p pid), not to the output; run reads the
+// files written during the run.
+func TestNCCLDebugFileIsDiagnosed(t *testing.T) {
+	dir := t.TempDir()
+	stale := filepath.Join(dir, "nccl.old.1")
+	require.NoError(t, os.WriteFile(stale, []byte("n0:1:1 [0] misc/shmutils.cc:87 NCCL WARN Error: failed to extend /dev/shm/nccl-x to 9637892 bytes, error: No space left on device (28)\n"), 0o644))
+	old := time.Now().Add(-time.Hour)
+	require.NoError(t, os.Chtimes(stale, old, old))
+
+	warn := `echo "n1:$$:1 [0] misc/ibvwrap.cc:169 NCCL WARN Call to ibv_reg_mr_iova2 failed with error Cannot allocate memory" > "$D/nccl.$(hostname | cut -d. -f1).$$"; exit 1`
+	r := invocation{
+		args: []string{"--report", filepath.Join(dir, "r.json"), "--", "sh", "-c", warn},
+		env:  []string{"D=" + dir, "NCCL_DEBUG_FILE=" + filepath.Join(dir, "nccl.%h.%p")},
+	}.run(t)
+	require.Equal(t, 1, r.code)
+	require.Empty(t, r.stdout)
+	data, err := os.ReadFile(filepath.Join(dir, "r.json"))
+	require.NoError(t, err)
+	rep := decodeJSON(t, string(data))
+	ds := rep["diagnoses"].([]any)
+	require.Len(t, ds, 1, "the stale file from before the run is not read: %v", ds)
+	require.Contains(t, []string{"memlock", "memory-registration"}, ds[0].(map[string]any)["id"])
 }
