@@ -86,7 +86,7 @@ var (
 // commandNames are the words that select a subcommand in first position.
 var commandNames = map[string]bool{
 	"run": true, "doctor": true, "explain": true, "env": true, "version": true,
-	"demo": true, "fake-nccl": true, "probe-mlock": true, "help": true,
+	"demo": true, "fake-nccl": true, "probe-mlock": true, "help": true, "snapshot": true,
 }
 
 // normalize rewrites argv so that urfave sees `ncclrun COMMAND FLAGS... ARGS...`:
@@ -221,6 +221,14 @@ func newApp(e *env) *cli.App {
 				Flags:        withGlobals(),
 				OnUsageError: onUsage,
 				Action:       func(c *cli.Context) error { return cmdDemo(c, e) },
+			},
+			{
+				Name:         "snapshot",
+				Usage:        "copy what doctor reads (proc, sys, dev names, etc, NCCL variables) into a tarball or directory for `doctor --root`",
+				ArgsUsage:    " ",
+				Flags:        withGlobals(&cli.StringFlag{Name: flagOutput, Aliases: []string{"o"}, Usage: "`FILE.tar.gz`, - (stdout) or a new DIR (default ncclrun-snapshot-HOST-DATE.tar.gz)"}),
+				OnUsageError: onUsage,
+				Action:       func(c *cli.Context) error { return cmdSnapshot(c, e) },
 			},
 			{
 				Name:            "fake-nccl",
