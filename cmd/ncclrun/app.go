@@ -225,8 +225,7 @@ func newApp(e *env) *cli.App {
 			{
 				Name:         "snapshot",
 				Usage:        "copy what doctor reads (proc, sys, dev names, etc, NCCL variables) into a tarball or directory for `doctor --root`",
-				ArgsUsage:    " ",
-				Flags:        withGlobals(&cli.StringFlag{Name: flagOutput, Aliases: []string{"o"}, Usage: "`FILE.tar.gz`, - (stdout) or a new DIR (default ncclrun-snapshot-HOST-DATE.tar.gz)"}),
+				Flags:        snapshotFlags(),
 				OnUsageError: onUsage,
 				Action:       func(c *cli.Context) error { return cmdSnapshot(c, e) },
 			},

@@ -85,6 +85,15 @@ var (
 	snapHostRe      = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
 )
 
+// snapshotFlags are snapshot's flags: where it goes, and --root to copy a
+// tree instead of the live system. The other global flags mean nothing here.
+func snapshotFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: flagOutput, Aliases: []string{"o"}, Usage: "`FILE.tar.gz`, FILE.tgz, - (stdout) or a new or empty DIR (default ncclrun-snapshot-HOST-DATE.tar.gz here)"},
+		&cli.StringFlag{Name: flagRoot, Usage: "copy the tree under `DIR` instead of the live system", EnvVars: []string{envName(flagRoot)}},
+	}
+}
+
 // snapEntry is one file or directory of a snapshot.
 type snapEntry struct {
 	dir  bool

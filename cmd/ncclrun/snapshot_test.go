@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -386,4 +387,29 @@ func TestSnapshotOutputs(t *testing.T) {
 	ents, err := os.ReadDir(full)
 	require.NoError(t, err)
 	require.Len(t, ents, 1)
+}
+
+// TestCollectSnapshotBounds: a proc file is cut where preflight cuts it,
+// the whole snapshot stays within its byte and entry bounds, and what was
+// left out or could not be read is counted, not fatal.
+func TestCollectSnapshotBounds(t *testing.T) {
+	src := t.TempDir()
+	big := strings.Repeat("x", snapMaxFile+100)
+	for _, p := range []string{"proc/net/fib_trie", "proc/net/route", "proc/net/if_inet6", "proc/self/mountinfo", "proc/mounts"} {
+		require.NoError(t, os.MkdirAll(filepath.Join(src, filepath.Dir(p)), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(src, p), []byte(big), 0o644))
+	}
+	// A directory where a file is expected cannot be read: counted.
+	require.NoError(t, os.MkdirAll(filepath.Join(src, "proc/meminfo"), 0o755))
+	for i := 0; i < snapMaxEntries; i++ {
+		require.NoError(t, os.MkdirAll(filepath.Join(src, "sys/class/net", "veth"+strconv.Itoa(i)), 0o755))
+	}
+	s := collectSnapshot(src, nil)
+	require.LessOrEqual(t, s.bytes, int64(snapMaxTotal))
+	require.LessOrEqual(t, len(s.entries), snapMaxEntries+1) // + ncclrun-env
+	require.Len(t, s.entries["proc/net/fib_trie"].data, snapMaxFile, "cut at preflight's bound")
+	require.NotEmpty(t, s.overLimit)
+	require.Contains(t, s.overLimit, "proc/mounts", "the fifth 4 MiB file is over the 16 MiB bound")
+	require.Contains(t, s.unreadable, "proc/meminfo")
+	require.NotContains(t, s.unreadable, "proc/self/status", "a missing file is not unreadable")
 }
