@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -46,6 +47,19 @@ type runReport struct {
 // second raise would find the raised limit) and, on the live system,
 // records the limit as found.
 func preflightOptions(s settings, environ []string) preflight.Options {
+	// A snapshot carries the environment it was taken in (ncclrun-env, one
+	// KEY=VALUE a line, written by `ncclrun snapshot`): the analyst's own
+	// environment says nothing about that node.
+	if !liveRoot(s.root) {
+		if data, err := os.ReadFile(filepath.Join(s.root, snapEnvFile)); err == nil {
+			environ = nil
+			for _, l := range strings.Split(string(data), "\n") {
+				if k, _, ok := strings.Cut(l, "="); ok && k != "" {
+					environ = append(environ, l)
+				}
+			}
+		}
+	}
 	opts := preflight.Options{
 		Root:       s.root,
 		Env:        environ,

@@ -624,7 +624,7 @@ func (s *snapshot) write(w snapWriter) error {
 // environment it recorded.
 func analyseHint(dir string) string {
 	d := shellWord(dir)
-	return fmt.Sprintf(`env -i PATH="$PATH" $(cat %s/%s) ncclrun doctor --root %s`, d, snapEnvFile, d)
+	return fmt.Sprintf(`ncclrun doctor --root %s`, d)
 }
 
 func cmdSnapshot(c *cli.Context, e *env) error {

@@ -55,7 +55,7 @@ func extractTarGz(t *testing.T, r io.Reader) string {
 	return ""
 }
 
-// snapEnv reads a snapshot's ncclrun-env lines, as `env -i $(cat ...)` would pass them.
+// snapEnv reads a snapshot's ncclrun-env lines.
 func snapEnv(t *testing.T, dir string) []string {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(dir, snapEnvFile))
@@ -138,7 +138,8 @@ func TestSnapshotMatchesLiveDoctor(t *testing.T) {
 	require.ElementsMatch(t, []string{"HOME=" + home, "SLURM_JOB_ID=4242", "NCCL_DEBUG=INFO"}, senv)
 
 	liveR := invocation{args: []string{"doctor", "--json"}, env: env}.run(t)
-	snapR := invocation{args: []string{"doctor", "--json", "--root", dir}, env: senv}.run(t)
+	// No environment passed: doctor --root reads the snapshot's ncclrun-env.
+	snapR := invocation{args: []string{"doctor", "--json", "--root", dir}}.run(t)
 	require.Equal(t, liveR.code, snapR.code, "live stderr %q, snapshot stderr %q", liveR.stderr, snapR.stderr)
 	live, snap := decodeJSON(t, liveR.stdout), decodeJSON(t, snapR.stdout)
 
