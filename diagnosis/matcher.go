@@ -611,6 +611,11 @@ func (m *Matcher) Diagnoses() []Diagnosis {
 	out := make([]Diagnosis, len(rs))
 	for i, r := range rs {
 		out[i] = m.snapshot(r.st)
+		if r.tier == 1 && i > 0 {
+			// A watchdog timeout or an OOM after a specific failure: say so,
+			// or its own advice ("an application stall") misleads.
+			out[i].Cause = "Seen after the " + out[0].ID + " failure above, and most likely a consequence of it. " + out[i].Cause
+		}
 	}
 	return out
 }

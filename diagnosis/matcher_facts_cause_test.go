@@ -1,6 +1,7 @@
 package diagnosis
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -30,4 +31,23 @@ func TestMemlockCauseNamesWhatRunSaw(t *testing.T) {
 	assert.Equal(t, "memlock", ds[0].ID)
 	assert.NotContains(t, ds[0].Cause, seen)
 	assert.Equal(t, Likely, ds[0].Certainty)
+}
+
+// TestKnockOnSaysWhatItFollows: a watchdog timeout after a memlock WARN is
+// ranked second and says it most likely follows from the memlock failure.
+func TestKnockOnSaysWhatItFollows(t *testing.T) {
+	m := NewMatcher(Facts{})
+	m.Feed([]byte("n1:7:7 [0] misc/ibvwrap.cc:169 NCCL WARN Call to ibv_reg_mr_iova2 failed with error Cannot allocate memory"))
+	m.Feed([]byte("[rank0]:[E1205 04:35:53.584483882 ProcessGroupNCCL.cpp:607] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600123 milliseconds before timing out."))
+	ds := m.Diagnoses()
+	require.Len(t, ds, 2)
+	assert.Equal(t, "memlock", ds[0].ID)
+	assert.Equal(t, "collective-timeout", ds[1].ID)
+	assert.True(t, strings.HasPrefix(ds[1].Cause, "Seen after the memlock failure above"), ds[1].Cause)
+
+	m = NewMatcher(Facts{})
+	m.Feed([]byte("[rank0]:[E1205 04:35:53.584483882 ProcessGroupNCCL.cpp:607] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600123 milliseconds before timing out."))
+	ds = m.Diagnoses()
+	require.Len(t, ds, 1)
+	assert.False(t, strings.HasPrefix(ds[0].Cause, "Seen after"), "alone it is its own cause")
 }
