@@ -37,20 +37,34 @@ type blindCase struct {
 // (forbid ["*"]), every row has a log and a reason, every log has a row,
 // and every id named exists in the catalog.
 func TestBlindSuiteShape(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join(blindDir, "cases.json"))
+	cs, negatives := checkSuiteRows(t, blindDir)
+	perCat := map[string]int{}
+	for _, c := range cs {
+		perCat[c.Category]++
+	}
+	for _, cat := range []string{"shm", "memlock", "other", "gdr_peermem", "no_ib_device", "socket_ifname",
+		"duplicate_gpu", "watchdog_timeout", "cuda_oom", "ibverbs_missing", "ib_link_or_timeout", "none"} {
+		assert.GreaterOrEqual(t, perCat[cat], 3, "category %q", cat)
+	}
+	assert.GreaterOrEqual(t, negatives, 10, "healthy/unrelated logs")
+}
+
+// checkSuiteRows checks what every hand-written suite under dir owes its
+// cases.json: each row once, with a reason and a log; forbid ["*"] without
+// an expectation; every id named a catalog id; every log with a row. It
+// returns the rows and how many are healthy or unrelated (forbid ["*"]).
+func checkSuiteRows(t *testing.T, dir string) (cs []blindCase, negatives int) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, "cases.json"))
 	require.NoError(t, err)
-	var cs []blindCase
 	require.NoError(t, json.Unmarshal(b, &cs))
 
-	perCat := map[string]int{}
 	rows := map[string]bool{}
-	negatives := 0
 	for _, c := range cs {
 		assert.False(t, rows[c.Case], "case %q twice", c.Case)
 		rows[c.Case] = true
-		perCat[c.Category]++
 		assert.NotEmpty(t, c.Why, "%s: why", c.Case)
-		assert.FileExists(t, filepath.Join(blindDir, c.Case+".log"))
+		assert.FileExists(t, filepath.Join(dir, c.Case+".log"))
 		if len(c.Forbid) == 1 && c.Forbid[0] == "*" {
 			negatives++
 			assert.Empty(t, c.Expect, "%s: forbid * with an expectation", c.Case)
@@ -63,17 +77,12 @@ func TestBlindSuiteShape(t *testing.T) {
 			assert.True(t, ok, "%s: %q is not a catalog id", c.Case, id)
 		}
 	}
-	for _, cat := range []string{"shm", "memlock", "other", "gdr_peermem", "no_ib_device", "socket_ifname",
-		"duplicate_gpu", "watchdog_timeout", "cuda_oom", "ibverbs_missing", "ib_link_or_timeout", "none"} {
-		assert.GreaterOrEqual(t, perCat[cat], 3, "category %q", cat)
-	}
-	assert.GreaterOrEqual(t, negatives, 10, "healthy/unrelated logs")
-
-	logs, err := filepath.Glob(filepath.Join(blindDir, "*.log"))
+	logs, err := filepath.Glob(filepath.Join(dir, "*.log"))
 	require.NoError(t, err)
 	for _, p := range logs {
 		assert.True(t, rows[strings.TrimSuffix(filepath.Base(p), ".log")], "%s has no row in cases.json", p)
 	}
+	return cs, negatives
 }
 
 // TestBlindMemlockFacts: where a log alone cannot tell memlock from a
