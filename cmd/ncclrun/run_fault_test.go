@@ -367,17 +367,7 @@ func TestFaultJobControlOnTerminal(t *testing.T) {
 	require.NoError(t, unix.Waitid(unix.P_PID, pid, &info, unix.WCONTINUED|unix.WNOWAIT, nil), "ncclrun continues")
 	_, err = inW.WriteString("go\n")
 	require.NoError(t, err)
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err = <-done:
-	case <-time.After(hangGuard):
-		_ = cmd.Process.Kill()
-		t.Fatalf("ncclrun hung after SIGCONT")
-	}
-	var ee *exec.ExitError
-	require.ErrorAs(t, err, &ee)
-	require.Equal(t, 9, ee.ExitCode(), "the stopped child was continued and finished")
+	require.Equal(t, 9, waitExit(t, cmd, "after SIGCONT"), "the stopped child was continued and finished")
 }
 
 // procState is the state letter of /proc/PID/stat.
@@ -453,16 +443,25 @@ func TestFaultBothStreamsGone(t *testing.T) {
 	_, err = inW.WriteString("go\n")
 	require.NoError(t, err)
 	inW.Close()
+	require.Equal(t, 3, waitExit(t, cmd, ""), "the child's status")
+	require.Contains(t, mustRead(t, report), `"id": "memlock"`)
+}
+
+// waitExit waits for the started ncclrun with a hang guard (never a
+// synchronisation: the wait itself is) and returns its exit status; it
+// fails the test if ncclrun hangs (killing it) or exits 0 without a status.
+func waitExit(t *testing.T, cmd *exec.Cmd, when string) int {
+	t.Helper()
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
+	var err error
 	select {
 	case err = <-done:
 	case <-time.After(hangGuard):
 		_ = cmd.Process.Kill()
-		t.Fatal("ncclrun hung")
+		t.Fatalf("ncclrun hung %s", when)
 	}
 	var ee *exec.ExitError
 	require.ErrorAs(t, err, &ee)
-	require.Equal(t, 3, ee.ExitCode(), "the child's status: %v", err)
-	require.Contains(t, mustRead(t, report), `"id": "memlock"`)
+	return ee.ExitCode()
 }
