@@ -401,13 +401,7 @@ func TestRunUser(t *testing.T) {
 			cfg := helperConfig(t, "report")
 			cfg.Path = bin
 			cfg.User = tt.user
-			var out bytes.Buffer
-			cfg.Stdout = &out
-			res, err := Run(cfg)
-			require.NoError(t, err)
-			require.Equal(t, 0, res.ExitCode)
-			var r report
-			require.NoError(t, json.Unmarshal(out.Bytes(), &r), "got %q", out.String())
+			r, _ := runReport(t, cfg)
 			var groups []string
 			for _, g := range want.Groups {
 				groups = append(groups, strconv.Itoa(int(g)))
@@ -496,18 +490,12 @@ func TestRunTrampolineDropCapsAndMemlock(t *testing.T) {
 		cfg := helperConfig(t, "report", strconv.Itoa(16<<20))
 		cfg.DropCaps = []string{"IPC_LOCK"}
 		cfg.Memlock = &[2]int64{65536, 65536}
-		var out bytes.Buffer
-		cfg.Stdout = &out
-		res, err := Run(cfg)
-		require.NoError(t, err)
-		require.Equal(t, 0, res.ExitCode)
-		var r report
-		require.NoError(t, json.Unmarshal(out.Bytes(), &r), "got %q", out.String())
+		r, out := runReport(t, cfg)
 		assert.Zero(t, (r.CapEff|r.CapPrm|r.CapInh|r.CapBnd|r.CapAmb)&ipc, "IPC_LOCK in no set")
 		assert.NotZero(t, r.CapEff&(1<<unix.CAP_SYS_ADMIN), "other capabilities stay")
 		assert.Equal(t, [2]int64{65536, 65536}, r.Memlock)
 		assert.Equal(t, "ENOMEM", r.MlockErr)
-		assert.NotContains(t, out.String(), trampolineEnv)
+		assert.NotContains(t, out, trampolineEnv)
 	})
 	t.Run("user with ambient", func(t *testing.T) {
 		cfg := helperConfig(t, "report", strconv.Itoa(16<<20))
@@ -516,13 +504,7 @@ func TestRunTrampolineDropCapsAndMemlock(t *testing.T) {
 		cfg.AmbientIPCLock = true
 		cfg.DropCaps = []string{"CAP_SYS_ADMIN"}
 		cfg.Memlock = &[2]int64{65536, 65536}
-		var out bytes.Buffer
-		cfg.Stdout = &out
-		res, err := Run(cfg)
-		require.NoError(t, err)
-		require.Equal(t, 0, res.ExitCode)
-		var r report
-		require.NoError(t, json.Unmarshal(out.Bytes(), &r), "got %q", out.String())
+		r, _ := runReport(t, cfg)
 		assert.Equal(t, "1000", r.UID)
 		assert.Equal(t, ipc, r.CapEff)
 		assert.Equal(t, ipc, r.CapPrm)
@@ -586,4 +568,18 @@ func TestRaiseMemlock(t *testing.T) {
 	} else {
 		assert.Equal(t, [2]int64{-1, -1}, got.After, "CAP_SYS_RESOURCE: unlimited")
 	}
+}
+
+// runReport runs a "report" helper under cfg, requires a clean exit and
+// returns what it reported, with its raw output.
+func runReport(t *testing.T, cfg Config) (report, string) {
+	t.Helper()
+	var out bytes.Buffer
+	cfg.Stdout = &out
+	res, err := Run(cfg)
+	require.NoError(t, err)
+	require.Equal(t, 0, res.ExitCode)
+	var r report
+	require.NoError(t, json.Unmarshal(out.Bytes(), &r), "got %q", out.String())
+	return r, out.String()
 }
