@@ -1,9 +1,6 @@
 package main
 
 import (
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -174,18 +171,7 @@ func TestDoctorUnderRealCredentials(t *testing.T) {
 	})
 
 	t.Run("file capability cap_ipc_lock+p under uid 1000", func(t *testing.T) {
-		setcap := testutil.RequireTool(t, "setcap")
-		dir, err := os.MkdirTemp("", "ncclrun-setcap-")
-		require.NoError(t, err)
-		t.Cleanup(func() { os.RemoveAll(dir) })
-		require.NoError(t, os.Chmod(dir, 0o755))
-		capBin := filepath.Join(dir, "ncclrun")
-		data, err := os.ReadFile(bin)
-		require.NoError(t, err)
-		require.NoError(t, os.WriteFile(capBin, data, 0o755))
-		if out, err := exec.Command(setcap, "cap_ipc_lock+p", capBin).CombinedOutput(); err != nil {
-			testutil.SkipOrFail(t, "setcap on %s: %v: %s", capBin, err, out)
-		}
+		capBin := capCopy(t)
 		r := invocation{pre: nonRoot, path: capBin, args: []string{"doctor", "--json", "--probe", "16MiB"}}.run(t)
 		doc := decodeJSON(t, r.stdout)
 		requireDoctorShape(t, doc)
