@@ -53,9 +53,12 @@ type Report struct {
 }
 
 // Failed reports whether any check failed.
-func (r Report) Failed() bool {
+func (r Report) Failed() bool { return r.Any(Fail) }
+
+// Any reports whether any check has status st.
+func (r Report) Any(st Status) bool {
 	for _, c := range r.Checks {
-		if c.Status == Fail {
+		if c.Status == st {
 			return true
 		}
 	}

@@ -232,7 +232,7 @@ func cmdRun(c *cli.Context, e *env) error {
 	}
 	if !s.quiet && len(ds) > 0 {
 		_, _ = e.stderr.Write(summaryMessage(ds, res.ExitCode, sigName))
-		if !report.Failed() && hasStatus(report, preflight.Warn) {
+		if !report.Failed() && report.Any(preflight.Warn) {
 			fprintf(e.stderr, "ncclrun: preflight warned before the start:\n")
 			printChecks(e.stderr, report, preflight.Warn)
 		}
@@ -387,16 +387,6 @@ func parseTorchrunError(data []byte) *torchrunError {
 		te.Timestamp = string(obj.ExtraInfo.Timestamp)
 	}
 	return te
-}
-
-// hasStatus reports whether any check of r has status st.
-func hasStatus(r preflight.Report, st preflight.Status) bool {
-	for _, c := range r.Checks {
-		if c.Status == st {
-			return true
-		}
-	}
-	return false
 }
 
 // genericDiagnosis is the catalog's catch-all id (CONTRACT.md: an NCCL
