@@ -4,7 +4,7 @@ package diagnosis
 // (new fields, new functions); do not rename or remove what is here.
 
 // Diagnosis is one cause found in the output, deduplicated across ranks
-// (CONTRACT.md "explain --json").
+// (docs/contract.md "explain --json").
 type Diagnosis struct {
 	ID        string   `json:"id"`
 	Title     string   `json:"title"`

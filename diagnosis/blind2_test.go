@@ -15,7 +15,7 @@ import (
 // knock-on errors from every other rank; torchrun summaries only; logs
 // that are 95% NCCL INFO with one WARN; healthy long runs; a memlock
 // failure followed by IB errors elsewhere. Written from NCCL's formats
-// (research/nccl-messages.md) without reading catalog.json or the other
+// (docs/research/nccl-messages.md) without reading catalog.json or the other
 // suites' logs.
 const blind2Dir = "testdata/blind2"
 

@@ -12,7 +12,7 @@ import (
 )
 
 // blindDir holds the blind suite: logs written from NCCL's message formats
-// (research/nccl-messages.md) and the way users paste them, by someone who
+// (docs/research/nccl-messages.md) and the way users paste them, by someone who
 // had not read catalog.json or the synthetic logs (issue 4).
 const blindDir = "testdata/blind"
 

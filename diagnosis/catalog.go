@@ -46,7 +46,7 @@ var ErrCatalog = errors.New("bad diagnosis catalog")
 // catalog.json). Its zero value is not a valid entry: ID, Title, Cause,
 // Fix and at least one pattern (or AdequateID pointing at it) are needed.
 type Entry struct {
-	// ID is the diagnosis id (CONTRACT.md "Diagnosis ids", or an id
+	// ID is the diagnosis id (docs/contract.md "Diagnosis ids", or an id
 	// added in docs/diagnosis.md). Unique in a catalog.
 	ID string `json:"id"`
 	// Title is the one-line headline.

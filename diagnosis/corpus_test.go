@@ -10,8 +10,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/ncclrun/ncclrun/internal/testutil"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/golden from the current output")
@@ -67,20 +65,9 @@ func checkCorpus(t *testing.T, dir string) {
 	}
 }
 
-// TestCorpusShared runs the cases of the shared corpus (../shared beside
-// the clone in CI).
-func TestCorpusShared(t *testing.T) {
-	dir := "../../shared/corpus"
-	if _, err := os.Stat(filepath.Join(dir, "cases.json")); err != nil {
-		testutil.SkipOrFail(t, "shared corpus not found: %v", err)
-		return
-	}
-	checkCorpus(t, dir)
-}
-
-// TestCorpusCopy runs the copy in testdata/corpus, so the package test
-// stands alone.
-func TestCorpusCopy(t *testing.T) { checkCorpus(t, "testdata/corpus") }
+// TestCorpus runs the real-log corpus kept in testdata/corpus (65 logs
+// posted publicly, with the causes their threads established).
+func TestCorpus(t *testing.T) { checkCorpus(t, "testdata/corpus") }
 
 // TestGoldenExplainJSON compares explain's JSON for every corpus log with
 // testdata/golden/<case>.json; go test -run Golden -update rewrites them.

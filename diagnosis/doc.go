@@ -10,7 +10,7 @@
 //
 // The line formats it follows are NCCL's src/debug.cc (ncclDebugLogV) and
 // the message texts of NCCL 2.1 to 2.30, as collected in the project's
-// research/nccl-messages.md.
+// docs/research/nccl-messages.md.
 //
 // Do not use it to decide whether a job failed (that is the exit status)
 // or to parse NCCL's INFO output for topology or performance data: it only

@@ -99,7 +99,7 @@ func (f *gramFilter) has(x uint32) bool {
 	return f.bits[h1>>6]&(1<<(h1&63)) != 0 && f.bits[h2>>6]&(1<<(h2&63)) != 0
 }
 
-// gramRef is typical healthy NCCL INFO output (research/nccl-messages.md
+// gramRef is typical healthy NCCL INFO output (docs/research/nccl-messages.md
 // and a 2x8 job's log). chooseGram prefers windows of a literal that are
 // rare in it, so that healthy lines rarely pass the filter; the choice
 // only affects speed, never results.

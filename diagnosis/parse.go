@@ -35,7 +35,7 @@ type Line struct {
 	Start int
 }
 
-// NCCL's line format (research/nccl-messages.md §1): an optional
+// NCCL's line format (docs/research/nccl-messages.md §1): an optional
 // "[%F %T] " timestamp (WARN, 2.26+), "host:pid:tid [dev] ", for WARN
 // "file:line " or "file:line (func) ", then "NCCL LEVEL msg". Before 2.3
 // there was no "NCCL " token and sometimes no ":pid:tid". The location is

@@ -6,7 +6,7 @@ import (
 )
 
 // TestSyntheticSuite runs the red-team logs of testdata/synthetic: NCCL's
-// message formats across versions (research/nccl-messages.md) pasted the
+// message formats across versions (docs/research/nccl-messages.md) pasted the
 // way users paste them, with expect/forbid rows like the corpus.
 func TestSyntheticSuite(t *testing.T) { checkCorpus(t, "testdata/synthetic") }
 

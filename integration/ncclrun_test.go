@@ -18,7 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// doctorJSON is the part of `ncclrun doctor --json` (CONTRACT.md) the suite
+// doctorJSON is the part of `ncclrun doctor --json` (docs/contract.md) the suite
 // checks.
 type doctorJSON struct {
 	Environment struct {
@@ -44,7 +44,7 @@ func (d doctorJSON) check(t *testing.T, id string) (status string, details map[s
 	return "", nil
 }
 
-// runReport is `run --report FILE` (CONTRACT.md).
+// runReport is `run --report FILE` (docs/contract.md).
 type runReport struct {
 	Preflight doctorJSON `json:"preflight"`
 	Diagnoses []struct {

@@ -18,7 +18,7 @@ import (
 )
 
 // TestRuncSpecPermittedDecidesNNP separates what runc does from what Docker
-// asks of it. research/capabilities.md §1.8 (row 7b) says a setcap'd PID 1
+// asks of it. docs/research/capabilities.md §1.8 (row 7b) says a setcap'd PID 1
 // keeps cap_ipc_lock under no_new_privs because runc-init still holds the
 // spec's permitted set when it execs. That is true, but only when the spec
 // puts the capability in the permitted set for a non-root user, as

@@ -90,7 +90,7 @@ var scenarios = []scenario{
 		WantMemlock: "ok", WantVia: "ambient", WantChildUID: 1000, WantChildIPC: true, WantChildMlock: true,
 	},
 	{
-		// research/capabilities.md row 7b predicted the capability survives
+		// docs/research/capabilities.md row 7b predicted the capability survives
 		// here; on Docker it does not: Docker puts added capabilities of a
 		// non-root user in the bounding set only (moby oci.SetCapabilities),
 		// so runc-init holds nothing in its permitted set when it execs PID 1.

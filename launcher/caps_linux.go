@@ -8,7 +8,7 @@ import (
 )
 
 // capState is the calling thread's capability sets (capabilities are per
-// thread; see research/capabilities.md §1.6).
+// thread; see docs/research/capabilities.md §1.6).
 type capState struct{ eff, prm, inh uint64 }
 
 func capGet() (capState, error) {

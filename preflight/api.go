@@ -14,7 +14,7 @@ const (
 	Skip Status = "skip"
 )
 
-// Check ids of CONTRACT.md.
+// Check ids of docs/contract.md.
 const (
 	IDMemlock      = "memlock"
 	IDCapabilities = "capabilities"
@@ -26,7 +26,7 @@ const (
 	IDEnvironment  = "environment"
 )
 
-// Result is one check's outcome, serialised as CONTRACT.md's check object.
+// Result is one check's outcome, serialised as docs/contract.md's check object.
 type Result struct {
 	ID      string         `json:"id"`
 	Status  Status         `json:"status"`
@@ -43,7 +43,7 @@ type Environment struct {
 	Clues  []string `json:"clues,omitempty"`
 }
 
-// Report is the whole of doctor's answer (CONTRACT.md "doctor --json").
+// Report is the whole of doctor's answer (docs/contract.md "doctor --json").
 type Report struct {
 	Environment Environment `json:"environment"`
 	Checks      []Result    `json:"checks"`
@@ -143,7 +143,7 @@ type CommandState struct {
 }
 
 // EnvSuggestion is a variable preflight proved right for this node
-// (CONTRACT.md: NCCL_IB_* only where preflight proves a value right).
+// (docs/contract.md: NCCL_IB_* only where preflight proves a value right).
 type EnvSuggestion struct {
 	Name   string `json:"name"`
 	Value  string `json:"value"`

@@ -70,7 +70,7 @@ func normCap(s string) string {
 }
 
 // planCommand computes the state CMD will start in from ncclrun's own state
-// and the launcher's plan (research/capabilities.md §1.7, §3, §4).
+// and the launcher's plan (docs/research/capabilities.md §1.7, §3, §4).
 func planCommand(s sysRoot, c credFacts, plan Plan) cmdPlan {
 	st := c.status
 	p := cmdPlan{cmd: CommandState{UID: st.UID, GID: st.GID, Via: "none", Memlock: c.memlock}}
@@ -118,7 +118,7 @@ func planCommand(s sysRoot, c credFacts, plan Plan) cmdPlan {
 	return p
 }
 
-// Rules of research/capabilities.md §4 as reported in details.rule.
+// Rules of docs/research/capabilities.md §4 as reported in details.rule.
 const (
 	ruleUnlimited     = "unlimited"           // row 1
 	ruleRootIPCLock   = "root-ipc-lock"       // row 2
@@ -144,7 +144,7 @@ func fmtLimit(r Rlimit) string {
 }
 
 // raiseFix says how to raise RLIMIT_MEMLOCK on each platform
-// (research/capabilities.md §5).
+// (docs/research/capabilities.md §5).
 func raiseFix(kind string) string {
 	switch kind {
 	case "kubernetes":
@@ -181,7 +181,7 @@ func addCapFix(kind string) string {
 	}
 }
 
-// memlockVerdict is the decision of research/capabilities.md §4.
+// memlockVerdict is the decision of docs/research/capabilities.md §4.
 type memlockVerdict struct {
 	rule    string
 	status  Status

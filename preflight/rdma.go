@@ -17,7 +17,7 @@ type RDMAPort struct {
 }
 
 // RDMADevice is one device of sys/class/infiniband with its verbs node
-// (rdma.details.devices of CONTRACT.md).
+// (rdma.details.devices of docs/contract.md).
 type RDMADevice struct {
 	Name string `json:"name"`
 	// Uverbs is the verbs character device's name ("uverbs0"), "" when

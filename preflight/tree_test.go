@@ -113,7 +113,7 @@ func TestTrees(t *testing.T) {
 }
 
 // TestTreeResults compares whole results where the details are the
-// contract (CONTRACT.md rdma.details.devices, shm.details, memlock.details).
+// contract (docs/contract.md rdma.details.devices, shm.details, memlock.details).
 func TestTreeResults(t *testing.T) {
 	port := func(rate string) []RDMAPort {
 		return []RDMAPort{{Port: 1, State: "ACTIVE", PhysState: "LinkUp", LinkLayer: "InfiniBand", Rate: rate}}

@@ -189,7 +189,7 @@ func newApp(e *env) *cli.App {
 			{
 				Name:         "doctor",
 				Usage:        "preflight only: a table (or JSON) of checks",
-				Flags:        withGlobals(&cli.BoolFlag{Name: flagJSON, Usage: "print CONTRACT.md's doctor JSON", EnvVars: []string{envName(flagJSON)}}),
+				Flags:        withGlobals(&cli.BoolFlag{Name: flagJSON, Usage: "print docs/contract.md's doctor JSON", EnvVars: []string{envName(flagJSON)}}),
 				OnUsageError: onUsage,
 				Action:       func(c *cli.Context) error { return cmdDoctor(c, e) },
 			},

@@ -11,7 +11,7 @@ import (
 const maxDebugFiles = 4096
 
 // ncclDebugFiles returns the files NCCL wrote its log to, when
-// NCCL_DEBUG_FILE sends it away from stdout (research/nccl-messages.md §7:
+// NCCL_DEBUG_FILE sends it away from stdout (docs/research/nccl-messages.md §7:
 // %h is the host name, %p the pid): the pattern's matches that were
 // modified at or after since. NCCL's WARN lines never reach the relayed
 // output then, so run reads these files after CMD exits.

@@ -9,10 +9,10 @@ import (
 	"github.com/ncclrun/ncclrun/internal/testutil"
 )
 
-// contractCheckIDs are the check ids CONTRACT.md requires at least.
+// contractCheckIDs are the check ids docs/contract.md requires at least.
 var contractCheckIDs = []string{"memlock", "capabilities", "rdma", "shm", "gpu", "gpudirect", "network"}
 
-// requireDoctorShape asserts CONTRACT.md's doctor JSON keys.
+// requireDoctorShape asserts docs/contract.md's doctor JSON keys.
 func requireDoctorShape(t *testing.T, doc map[string]any) {
 	t.Helper()
 	kind := jpath(t, doc, "environment", "kind")
@@ -59,7 +59,7 @@ func TestDoctorJSONOnASnapshot(t *testing.T) {
 	}{
 		// A default container: uid 1000, 64 KiB, no capabilities.
 		{"non-root 64KiB", 1000, "65536", "65536", "0000000000000000", "fail", ExitCheckFailed, "none"},
-		// 8 MiB fails too (CONTRACT.md).
+		// 8 MiB fails too (docs/contract.md).
 		{"non-root 8MiB", 1000, "8388608", "8388608", "0000000000000000", "fail", ExitCheckFailed, "none"},
 		// Unlimited memlock needs no capability.
 		{"non-root unlimited", 1000, "unlimited", "unlimited", "0000000000000000", "ok", -1, "none"},

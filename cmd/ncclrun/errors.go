@@ -9,7 +9,7 @@ import (
 	"syscall"
 )
 
-// Exit statuses of ncclrun itself (CONTRACT.md "Exit status of run"). A
+// Exit statuses of ncclrun itself (docs/contract.md "Exit status of run"). A
 // child's own status passes through unchanged.
 const (
 	ExitOK             = 0

@@ -18,13 +18,11 @@ import (
 	"github.com/ncclrun/ncclrun/internal/testutil"
 )
 
-// corpusDir is /work/shared/corpus as seen from this package.
+// corpusDir is the real-log corpus in diagnosis/testdata/corpus.
 func corpusDir(t *testing.T) string {
 	t.Helper()
-	d := filepath.Join("..", "..", "..", "shared", "corpus")
-	if _, err := os.Stat(filepath.Join(d, "cases.json")); err != nil {
-		testutil.SkipOrFail(t, "corpus not found at %s: %v", d, err)
-	}
+	d := filepath.Join("..", "..", "diagnosis", "testdata", "corpus")
+	require.FileExists(t, filepath.Join(d, "cases.json"))
 	return d
 }
 

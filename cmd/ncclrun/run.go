@@ -28,7 +28,7 @@ const defaultTerminationLog = "/dev/termination-log"
 // terminationLimit is the size Kubernetes keeps of a termination message.
 const terminationLimit = 4096
 
-// runReport is the JSON of --report FILE (CONTRACT.md).
+// runReport is the JSON of --report FILE (docs/contract.md).
 type runReport struct {
 	Preflight     preflight.Report      `json:"preflight"`
 	EnvAdded      map[string]envEntry   `json:"env_added"`
@@ -389,7 +389,7 @@ func parseTorchrunError(data []byte) *torchrunError {
 	return te
 }
 
-// genericDiagnosis is the catalog's catch-all id (CONTRACT.md: an NCCL
+// genericDiagnosis is the catalog's catch-all id (docs/contract.md: an NCCL
 // failure with no more specific cause found).
 const genericDiagnosis = "nccl-error"
 

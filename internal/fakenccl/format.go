@@ -208,7 +208,7 @@ type location struct {
 }
 
 // regMrLocation is the ibvwrap.cc WARN of a failed memory registration per
-// NCCL version (research/nccl-messages.md §3.1 line table). Since 2.12 NCCL
+// NCCL version (docs/research/nccl-messages.md §3.1 line table). Since 2.12 NCCL
 // registers through ibv_reg_mr_iova2 when libibverbs has IBVERBS_1.8, as
 // every current rdma-core does.
 func regMrLocation(v version) location {
@@ -256,7 +256,7 @@ func regMrChain(v version) []string {
 }
 
 // shmLocation is where NCCL's shared memory WARNs come from: what is
-// "create", "extend" or "segment" (research/nccl-messages.md §3.4).
+// "create", "extend" or "segment" (docs/research/nccl-messages.md §3.4).
 func shmLocation(v version, what string) location {
 	if v.atLeast(2, 30, 0) {
 		switch what {

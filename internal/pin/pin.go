@@ -3,7 +3,7 @@
 // Pin is the probe behind `ncclrun probe-mlock SIZE` and the load of the
 // fake-nccl workload. It uses mlock(2), which the kernel checks against
 // RLIMIT_MEMLOCK with the same CAP_IPC_LOCK bypass that ibv_reg_mr's
-// ib_umem_get applies (research/capabilities.md §1.2, §1.3): a size that
+// ib_umem_get applies (docs/research/capabilities.md §1.2, §1.3): a size that
 // Pin can lock, NCCL can register, and the errno is the same.
 //
 // Do not use this package to lock a process's whole address space: it never
