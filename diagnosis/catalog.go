@@ -1,18 +1,33 @@
 package diagnosis
 
 import (
-	_ "embed"
+	"bytes"
+	"embed"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
+	"path"
 	"regexp"
 	"sort"
 	"strings"
 	"sync"
 )
 
-//go:embed catalog.json
-var shippedCatalog []byte
+//go:embed catalog/*.json
+var shippedFiles embed.FS
+
+// shippedCatalog is the directory of the shipped catalog: one entry per
+// file (ParseCatalogFS).
+var shippedCatalog = mustSub(shippedFiles, "catalog")
+
+func mustSub(fsys fs.FS, dir string) fs.FS {
+	sub, err := fs.Sub(fsys, dir)
+	if err != nil {
+		panic(err)
+	}
+	return sub
+}
 
 // Certainty values of Entry.Certainty, Pattern.Certainty and Diagnosis.Certainty.
 const (
@@ -42,8 +57,8 @@ const (
 // ErrCatalog is wrapped by every error ParseCatalog and NewCatalog return.
 var ErrCatalog = errors.New("bad diagnosis catalog")
 
-// Entry is one failure cause of the catalog (one element of "entries" in
-// catalog.json). Its zero value is not a valid entry: ID, Title, Cause,
+// Entry is one failure cause of the catalog (one file of diagnosis/catalog/,
+// or one element of "entries" in ParseCatalog's format). Its zero value is not a valid entry: ID, Title, Cause,
 // Fix and at least one pattern (or AdequateID pointing at it) are needed.
 type Entry struct {
 	// ID is the diagnosis id (docs/contract.md "Diagnosis ids", or an id
@@ -165,7 +180,7 @@ type Samples struct {
 	NoMatch []string `json:"no_match"`
 }
 
-// catalogFile is the layout of catalog.json.
+// catalogFile is the layout of ParseCatalog's single document.
 type catalogFile struct {
 	Version int     `json:"version"`
 	Comment string  `json:"comment,omitempty"`
@@ -219,11 +234,11 @@ var (
 )
 
 // DefaultCatalog returns the catalog shipped in the binary
-// (diagnosis/catalog.json), compiled once. The shipped catalog is checked
+// (diagnosis/catalog/*.json), compiled once. The shipped catalog is checked
 // by the tests; a broken one panics with the error, quoting the pattern.
 func DefaultCatalog() *Catalog {
 	defaultOnce.Do(func() {
-		c, err := ParseCatalog(shippedCatalog)
+		c, err := ParseCatalogFS(shippedCatalog)
 		if err != nil {
 			panic(err)
 		}
@@ -232,7 +247,51 @@ func DefaultCatalog() *Catalog {
 	return defaultCat
 }
 
-// ParseCatalog compiles a catalog in catalog.json's format. Errors wrap
+// catalogFileName is the name of one entry's file in a catalog directory:
+// a three-digit rank, a dash, the entry's id. Files load in name order,
+// which is the catalog order (ties of priority go to the earlier file).
+var catalogFileName = regexp.MustCompile(`^([0-9]{3})-([a-z0-9-]+)\.json$`)
+
+// ParseCatalogFS compiles the catalog held in the top directory of fsys:
+// one entry per file named NNN-<id>.json (one JSON object in Entry's
+// format, unknown fields rejected), loaded in file-name order. Other
+// files are an error, and so is a file whose name does not carry its
+// entry's id. Errors wrap ErrCatalog and quote the file.
+func ParseCatalogFS(fsys fs.FS) (*Catalog, error) {
+	des, err := fs.ReadDir(fsys, ".")
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrCatalog, err)
+	}
+	entries := make([]Entry, 0, len(des))
+	for _, de := range des { // fs.ReadDir sorts by name
+		name := de.Name()
+		m := catalogFileName.FindStringSubmatch(name)
+		if m == nil || !de.Type().IsRegular() {
+			return nil, fmt.Errorf("%w: %q is not a regular file named NNN-<id>.json", ErrCatalog, name)
+		}
+		data, err := fs.ReadFile(fsys, path.Clean(name))
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrCatalog, err)
+		}
+		var e Entry
+		dec := json.NewDecoder(bytes.NewReader(data))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&e); err != nil {
+			return nil, fmt.Errorf("%w: %s: %w", ErrCatalog, name, err)
+		}
+		if dec.More() {
+			return nil, fmt.Errorf("%w: %s: more than one JSON value", ErrCatalog, name)
+		}
+		if e.ID != m[2] {
+			return nil, fmt.Errorf("%w: %s: holds entry %q, not %q", ErrCatalog, name, e.ID, m[2])
+		}
+		entries = append(entries, e)
+	}
+	return NewCatalog(entries)
+}
+
+// ParseCatalog compiles a catalog given as one JSON document
+// ({"version": 1, "entries": [...]}, entries in catalog order). Errors wrap
 // ErrCatalog and quote the offending entry and pattern.
 func ParseCatalog(data []byte) (*Catalog, error) {
 	var f catalogFile

@@ -2,12 +2,15 @@ package diagnosis
 
 import (
 	"bufio"
+	"encoding/json"
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+	"testing/fstest"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -40,7 +43,7 @@ func tableIDs(t *testing.T, path, section string) map[string]bool {
 }
 
 func TestShippedCatalogLoads(t *testing.T) {
-	c, err := ParseCatalog(shippedCatalog)
+	c, err := ParseCatalogFS(shippedCatalog)
 	require.NoError(t, err)
 	seen := map[string]bool{}
 	for _, e := range c.Entries() {
@@ -202,4 +205,59 @@ func TestAhoCorasick(t *testing.T) {
 		got := a.scan([]byte(tt.in), stamp, uint32(i+1), nil)
 		assert.ElementsMatch(t, tt.want, got, tt.in)
 	}
+}
+
+// TestParseCatalogFS: one entry per NNN-<id>.json file, in file-name
+// order; anything else in the directory, a name that does not carry the
+// entry's id, an unknown field or a second JSON value is an error that
+// quotes the file.
+func TestParseCatalogFS(t *testing.T) {
+	entry := func(id string) string {
+		return `{"id":"` + id + `","title":"t","cause":"c","fix":"f","patterns":[{"name":"p","re":"` + id + `","literals":["` + id + `"]}],"samples":{"match":[],"no_match":[]}}`
+	}
+	file := func(s string) *fstest.MapFile { return &fstest.MapFile{Data: []byte(s)} }
+	c, err := ParseCatalogFS(fstest.MapFS{"020-bb.json": file(entry("bb")), "010-zz.json": file(entry("zz")), "015-aa.json": file(entry("aa"))})
+	require.NoError(t, err)
+	var ids []string
+	for _, e := range c.Entries() {
+		ids = append(ids, e.ID)
+	}
+	assert.Equal(t, []string{"zz", "aa", "bb"}, ids, "file-name order")
+
+	tests := []struct {
+		name  string
+		fsys  fstest.MapFS
+		quote string
+	}{
+		{"no rank", fstest.MapFS{"aa.json": file(entry("aa"))}, `"aa.json" is not a regular file named NNN-<id>.json`},
+		{"stray file", fstest.MapFS{"010-aa.json": file(entry("aa")), "README": file("x")}, `"README"`},
+		{"id differs from the name", fstest.MapFS{"010-aa.json": file(entry("bb"))}, `010-aa.json: holds entry "bb", not "aa"`},
+		{"unknown field", fstest.MapFS{"010-aa.json": file(`{"id":"aa","titel":"t"}`)}, `010-aa.json: json: unknown field "titel"`},
+		{"two values", fstest.MapFS{"010-aa.json": file(entry("aa") + entry("aa"))}, "010-aa.json: more than one JSON value"},
+		{"bad json", fstest.MapFS{"010-aa.json": file(`{"id":`)}, "010-aa.json"},
+		{"subdirectory", fstest.MapFS{"010-aa.json/x": file("")}, `"010-aa.json" is not a regular file`},
+		{"duplicate id across ranks", fstest.MapFS{"010-aa.json": file(entry("aa")), "020-aa.json": file(entry("aa"))}, `duplicate id "aa"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := ParseCatalogFS(tt.fsys)
+			require.Error(t, err)
+			assert.ErrorIs(t, err, ErrCatalog)
+			assert.Contains(t, err.Error(), tt.quote)
+		})
+	}
+}
+
+// TestShippedCatalogFiles: every file of diagnosis/catalog/ is one entry
+// and the one-document format ParseCatalog reads gives the same catalog.
+func TestShippedCatalogFiles(t *testing.T) {
+	des, err := fs.ReadDir(shippedCatalog, ".")
+	require.NoError(t, err)
+	c := DefaultCatalog()
+	require.Len(t, c.Entries(), len(des))
+	doc, err := json.Marshal(catalogFile{Version: 1, Entries: c.Entries()})
+	require.NoError(t, err)
+	c2, err := ParseCatalog(doc)
+	require.NoError(t, err)
+	assert.Equal(t, c.Entries(), c2.Entries())
 }

@@ -2,7 +2,8 @@
 // lines, PyTorch's ProcessGroupNCCL errors, torchrun, aws-ofi-nccl,
 // libfabric, UCX, libibverbs) into one actionable diagnosis per cause.
 //
-// The failure knowledge is data: catalog.json (embedded) lists entries
+// The failure knowledge is data: diagnosis/catalog/ (embedded, one
+// file per entry, loaded in file-name order) lists entries
 // with regular expressions, the literals that drive a one-pass
 // Aho-Corasick prefilter, priorities, certainty and samples. A Matcher is
 // fed one line at a time (the launcher's tap) and reports each cause on

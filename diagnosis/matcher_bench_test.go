@@ -176,7 +176,7 @@ func BenchmarkMatcherFeedFailing(b *testing.B) {
 func BenchmarkCatalogCompile(b *testing.B) {
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
-		if _, err := ParseCatalog(shippedCatalog); err != nil {
+		if _, err := ParseCatalogFS(shippedCatalog); err != nil {
 			b.Fatal(err)
 		}
 	}
