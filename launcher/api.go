@@ -45,6 +45,9 @@ type Config struct {
 	// User runs the child as this user ("name", "uid", "name:group",
 	// "uid:gid") with the user's own supplementary groups only.
 	User string
+	// Credential, when non-nil, is User already resolved (ResolveUser), so
+	// that ncclrun resolves a user once; nil means User is resolved here.
+	Credential *Credential
 	// AmbientIPCLock starts the child with CAP_IPC_LOCK in its ambient set
 	// (ncclrun must hold it in its permitted set).
 	AmbientIPCLock bool

@@ -38,8 +38,8 @@ func plan(cfg Config) (*launch, error) {
 	if err != nil {
 		return nil, err
 	}
-	var cred *Credential
-	if cfg.User != "" {
+	cred := cfg.Credential
+	if cred == nil && cfg.User != "" {
 		c, err := ResolveUser(cfg.User)
 		if err != nil {
 			return nil, err

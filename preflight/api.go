@@ -50,6 +50,10 @@ type Report struct {
 	// Command is the state CMD will start in; it is also carried in
 	// capabilities.details.command. Not serialised at the top level.
 	Command CommandState `json:"-"`
+	// NCCLConf are the variables NCCL's configuration files set (NCCLConfig,
+	// read once by Run): the launcher adds none of them. Not serialised at
+	// the top level (environment.details.nccl_conf carries them).
+	NCCLConf map[string]string `json:"-"`
 }
 
 // Failed reports whether any check failed.
@@ -90,6 +94,11 @@ const Unlimited int64 = -1
 type Plan struct {
 	// User is the --user value ("" = keep ncclrun's uid). Resolved under Root.
 	User string
+	// Resolved says that UID and GID are User already resolved by the
+	// caller (on the live system, the ids the launcher will use); when
+	// false, User is resolved with the passwd and group files under Root.
+	Resolved bool
+	UID, GID int
 	// DropCaps are capability names (e.g. "CAP_IPC_LOCK" or "IPC_LOCK") that
 	// --drop-cap removes from CMD.
 	DropCaps []string

@@ -83,7 +83,10 @@ func planCommand(s sysRoot, c credFacts, plan Plan) cmdPlan {
 		}
 	}
 	if plan.User != "" {
-		uid, gid, err := s.resolveUser(plan.User)
+		uid, gid, err := plan.UID, plan.GID, error(nil)
+		if !plan.Resolved {
+			uid, gid, err = s.resolveUser(plan.User)
+		}
 		if err != nil {
 			p.userErr = err
 		} else {

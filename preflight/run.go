@@ -26,7 +26,7 @@ func Run(ctx context.Context, opts Options) Report {
 		merged[k] = v
 	}
 
-	rep := Report{Environment: detectEnvironment(s, env)}
+	rep := Report{Environment: detectEnvironment(s, env), NCCLConf: confVars}
 	kind := rep.Environment.Kind
 	envRes := checkEnvironment(rep.Environment)
 	if len(confFiles) > 0 {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -70,24 +71,33 @@ func globalFlags() []cli.Flag {
 	}
 }
 
-// valueFlags and boolFlags drive normalize: which global words take a value.
-var (
-	valueFlags = map[string]bool{
-		flagRoot: true, flagReport: true, flagTerminationLog: true, flagNCCLDebug: true,
-		flagMemlock: true, flagDropCap: true, flagUser: true, flagKillAfter: true,
-		flagMinMemlock: true, flagProbe: true, flagNCCLIB: true,
-	}
-	boolFlags = map[string]bool{
-		flagStrict: true, flagNoWatch: true, flagQuiet: true, flagNoIB: true, flagNoPTY: true,
-		"help": true, "h": true,
-	}
-)
-
-// commandNames are the words that select a subcommand in first position.
-var commandNames = map[string]bool{
-	"run": true, "doctor": true, "explain": true, "env": true, "version": true,
-	"demo": true, "fake-nccl": true, "probe-mlock": true, "help": true, "snapshot": true,
+// argWords are what normalize needs to know of the definitions: which
+// global flag names take a value and which do not (help included), and the
+// words that select a subcommand. They are derived from globalFlags and
+// newApp's commands, once, so a new flag or command cannot be forgotten.
+type argWords struct {
+	value, boolean, commands map[string]bool
 }
+
+var words = sync.OnceValue(func() argWords {
+	w := argWords{value: map[string]bool{}, boolean: map[string]bool{}, commands: map[string]bool{}}
+	for _, f := range append(globalFlags(), cli.HelpFlag) {
+		kind := w.value
+		if _, ok := f.(*cli.BoolFlag); ok {
+			kind = w.boolean
+		}
+		for _, n := range f.Names() {
+			kind[n] = true
+		}
+	}
+	for _, c := range newApp(&env{}).Commands {
+		for _, n := range c.Names() {
+			w.commands[n] = true
+		}
+	}
+	w.commands["help"] = true // urfave adds its help command when the app runs
+	return w
+})
 
 // normalize rewrites argv so that urfave sees `ncclrun COMMAND FLAGS... ARGS...`:
 // global flags before the command move after it, and a first non-flag word
@@ -106,6 +116,7 @@ func normalize(args []string) []string {
 		r = append(r, globals...)
 		return append(r, tail...)
 	}
+	w := words()
 	help := false
 	i := 0
 	for i < len(rest) {
@@ -118,13 +129,13 @@ func normalize(args []string) []string {
 		}
 		name, _, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
 		switch {
-		case valueFlags[name]:
+		case w.value[name]:
 			if hasValue {
 				i++
 			} else {
 				i += 2
 			}
-		case boolFlags[name]:
+		case w.boolean[name]:
 			help = help || name == "help" || name == "h"
 			i++
 		default:
@@ -139,7 +150,7 @@ func normalize(args []string) []string {
 		return out("run", nil, rest)
 	}
 	word := rest[i]
-	if !commandNames[word] {
+	if !w.commands[word] {
 		return out("run", rest[:i], rest[i:])
 	}
 	if word == "fake-nccl" {

@@ -177,8 +177,7 @@ func (s settings) envAdds(r preflight.Report) []launcher.EnvVar {
 
 // composeEnv is the environment CMD gets and the variables added to it.
 func (s settings) composeEnv(base []string, r preflight.Report, extra ...launcher.EnvVar) ([]string, []launcher.EnvVar) {
-	preset, _ := preflight.NCCLConfig(s.root, base)
-	env, added := launcher.ComposeEnv(base, append(s.envAdds(r), extra...), preset)
+	env, added := launcher.ComposeEnv(base, append(s.envAdds(r), extra...), r.NCCLConf)
 	sort.Slice(added, func(i, j int) bool { return added[i].Name < added[j].Name })
 	return env, added
 }

@@ -25,7 +25,7 @@ func cmdDoctor(c *cli.Context, e *env) error {
 	if c.NArg() > 0 {
 		return usagef("doctor takes no arguments (got %q)", c.Args().First())
 	}
-	opts := preflightOptions(s, e.environ)
+	opts := preflightOptions(s, e.environ, raiseLimits(s))
 	report := preflight.Run(c.Context, opts)
 	if s.probe > 0 {
 		// Second pass: the probe child gets the credentials the first pass

@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/ncclrun/ncclrun/preflight"
 )
 
 // cmdEnv prints the variables run would add to CMD's environment, never
@@ -26,7 +28,7 @@ func cmdEnv(c *cli.Context, e *env) error {
 	if c.NArg() > 0 {
 		return usagef("env takes no arguments (got %q)", c.Args().First())
 	}
-	report := preflightFor(c.Context, s, e.environ)
+	report := preflight.Run(c.Context, preflightOptions(s, e.environ, raiseLimits(s)))
 	_, added := s.composeEnv(e.environ, report)
 	if format == "json" {
 		return writeJSON(e.stdout, envMap(added))

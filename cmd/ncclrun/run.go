@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -42,11 +43,24 @@ type runReport struct {
 	Version    string   `json:"ncclrun_version"`
 }
 
-// preflightOptions are the options run, doctor and env share. It first
-// raises ncclrun's own memlock as run does (call it once per process: a
-// second raise would find the raised limit) and, on the live system,
-// records the limit as found.
-func preflightOptions(s settings, environ []string) preflight.Options {
+// raiseLimits is the limits stage of run, doctor and env: it raises
+// ncclrun's own RLIMIT_MEMLOCK (soft to hard, and the hard limit where
+// permitted) so that CMD and the probe inherit it, and returns the limit as
+// found for preflight's report. Call it once per process: a second raise
+// would find the raised limit. The raise is of the live process whatever
+// --root says (run's CMD is live); the limit as found describes only the
+// live system, so it is nil under --root, and nil when nothing was read.
+func raiseLimits(s settings) *preflight.Rlimit {
+	mc, err := launcher.RaiseMemlock()
+	if err != nil || !liveRoot(s.root) {
+		return nil
+	}
+	return &preflight.Rlimit{Soft: mc.Before[0], Hard: mc.Before[1]}
+}
+
+// preflightOptions are the options run, doctor and env share; before is
+// raiseLimits' result.
+func preflightOptions(s settings, environ []string, before *preflight.Rlimit) preflight.Options {
 	// A snapshot carries the environment it was taken in (ncclrun-env, one
 	// KEY=VALUE a line, written by `ncclrun snapshot`): the analyst's own
 	// environment says nothing about that node.
@@ -60,25 +74,25 @@ func preflightOptions(s settings, environ []string) preflight.Options {
 			}
 		}
 	}
-	opts := preflight.Options{
-		Root:       s.root,
-		Env:        environ,
-		MinMemlock: s.minMemlock,
-		Plan:       s.plan(),
+	return preflight.Options{
+		Root:          s.root,
+		Env:           environ,
+		MinMemlock:    s.minMemlock,
+		Plan:          s.plan(),
+		MemlockBefore: before,
 	}
-	// The raise is of the live process whatever --root says (run's CMD is
-	// live); the limit as found only describes the live system.
-	if mc, err := launcher.RaiseMemlock(); err == nil && liveRoot(s.root) {
-		opts.MemlockBefore = &preflight.Rlimit{Soft: mc.Before[0], Hard: mc.Before[1]}
-	}
-	return opts
 }
 
-// preflightFor raises memlock and runs preflight without a probe.
-func preflightFor(ctx context.Context, s settings, environ []string) preflight.Report {
-	return preflight.Run(ctx, preflightOptions(s, environ))
-}
-
+// cmdRun is `ncclrun run`, one named stage after the other:
+//
+//	settings  -> runSettings: flags, CMD, --user resolved once
+//	limits    -> raiseLimits: ncclrun's own memlock raised for CMD to inherit
+//	preflight -> runPreflight: the checks, --strict, the failures printed
+//	plan      -> planChild: CMD's environment, argv and launcher.Config
+//	supervise -> supervise: start CMD, relay its output, diagnose the tap
+//	collect   -> collect: NCCL_DEBUG_FILE files, torchrun's error file
+//	report    -> reportOutcome: diagnoses, summary, --report, termination log
+//	exit      -> CMD's exit status
 func cmdRun(c *cli.Context, e *env) error {
 	// A terminating signal outside launcher.Run (during preflight, or while
 	// the summary and report are written after CMD exited) must not kill
@@ -88,95 +102,183 @@ func cmdRun(c *cli.Context, e *env) error {
 	signal.Notify(term, terminatingSignals...)
 	defer signal.Stop(term)
 
-	s, err := parseSettings(c)
+	j, err := runSettings(c)
 	if err != nil {
 		return err
 	}
-	if c.NArg() == 0 {
-		return &usageError{errNoCommand}
+	before := raiseLimits(j.s)
+	rep, err := runPreflight(c.Context, e, j, before)
+	if err != nil {
+		return err
 	}
-	path, args := c.Args().First(), c.Args().Tail()
-	if path == "" {
-		return usagef("empty command name")
+	p := planChild(e, j, rep)
+	defer p.cleanup()
+	if j.s.noWatch {
+		err := launcher.Exec(p.cfg) // returns only on failure
+		return &startError{cmd: j.path, err: err}
+	}
+	w := newWatch(e, rep, j.s)
+	res, err := supervise(e, j, p, w, term)
+	if err != nil {
+		return err
+	}
+	out := collect(p, w, res)
+	reportOutcome(e, j, rep, p, out)
+	return exitWith(out.res.ExitCode)
+}
+
+// runJob is what run's settings stage hands the others: the parsed flags,
+// the command and its arguments as given, and --user resolved on the live
+// system (where CMD runs whatever --root says); cred is nil without --user.
+type runJob struct {
+	s    settings
+	path string
+	args []string
+	cred *launcher.Credential
+}
+
+// runSettings is run's settings stage: flags checked, a command given, and
+// --user resolved once, so that a user that does not exist is a mistake in
+// the command line, said in one line before any preflight output.
+func runSettings(c *cli.Context) (runJob, error) {
+	s, err := parseSettings(c)
+	if err != nil {
+		return runJob{}, err
+	}
+	if c.NArg() == 0 {
+		return runJob{}, &usageError{errNoCommand}
+	}
+	j := runJob{s: s, path: c.Args().First(), args: c.Args().Tail()}
+	if j.path == "" {
+		return runJob{}, usagef("empty command name")
 	}
 	if s.user != "" {
-		// CMD runs on the live system whatever --root says: a user that
-		// does not exist is a mistake in the command line, said in one
-		// line before any preflight output.
-		if _, err := launcher.ResolveUser(s.user); err != nil {
-			return usagef("--user: %v", err)
+		cred, err := launcher.ResolveUser(s.user)
+		if err != nil {
+			return runJob{}, usagef("--user: %v", err)
 		}
+		j.cred = &cred
 	}
+	return j, nil
+}
 
-	report := preflightFor(c.Context, s, e.environ)
-	if s.strict && report.Failed() {
-		printChecks(e.stderr, report, preflight.Fail)
-		fprintf(e.stderr, "ncclrun: --strict: a preflight check failed; %s not started\n", path)
-		return exitWith(ExitStrict)
+// runPreflight is run's preflight stage: the checks, --strict's refusal
+// (ExitStrict), and the failed checks printed before the start. A run whose
+// preflight only warned is healthy until a diagnosis says otherwise, and a
+// healthy run prints nothing of ncclrun's own: the warnings are held back
+// and printed with the exit summary if the output shows a failure (a 64 MiB
+// /dev/shm matters once NCCL fails on it).
+func runPreflight(ctx context.Context, e *env, j runJob, before *preflight.Rlimit) (preflight.Report, error) {
+	opts := preflightOptions(j.s, e.environ, before)
+	if j.cred != nil && liveRoot(j.s.root) {
+		// The ids the launcher will use; under --root the tree's own
+		// passwd and group files describe that system instead.
+		opts.Plan.Resolved, opts.Plan.UID, opts.Plan.GID = true, int(j.cred.UID), int(j.cred.GID)
 	}
-	// A run whose preflight only warned is healthy until a diagnosis says
-	// otherwise, and a healthy run prints nothing of ncclrun's own: the
-	// warnings are held back and printed with the exit summary if the output
-	// shows a failure (a 64 MiB /dev/shm matters once NCCL fails on it).
-	if !s.quiet && report.Failed() {
-		printChecks(e.stderr, report, preflight.Warn, preflight.Fail)
+	rep := preflight.Run(ctx, opts)
+	if j.s.strict && rep.Failed() {
+		printChecks(e.stderr, rep, preflight.Fail)
+		fprintf(e.stderr, "ncclrun: --strict: a preflight check failed; %s not started\n", j.path)
+		return rep, exitWith(ExitStrict)
 	}
+	if !j.s.quiet && rep.Failed() {
+		printChecks(e.stderr, rep, preflight.Warn, preflight.Fail)
+	}
+	return rep, nil
+}
 
+// childPlan is run's plan for CMD: the launcher's Config, the variables
+// ncclrun added, the torchrun error file it asked for ("" for none) and
+// what to remove when run ends.
+type childPlan struct {
+	cfg       launcher.Config
+	added     []launcher.EnvVar
+	torchFile string
+	cleanup   func()
+}
+
+// planChild is run's plan stage: CMD's environment (NCCL variables,
+// torchrun's error file), its arguments (mpirun's -x for what was added)
+// and the launcher.Config.
+func planChild(e *env, j runJob, rep preflight.Report) childPlan {
+	p := childPlan{cleanup: func() {}}
 	// torchrun writes the first failing rank's exception to
 	// TORCHELASTIC_ERROR_FILE; ask for it unless the user already did.
 	var extra []launcher.EnvVar
-	var torchFile string
-	if _, set := lookupEnv(e.environ, "TORCHELASTIC_ERROR_FILE"); !set && !s.noWatch && isTorchrun(path, args) {
+	if _, set := lookupEnv(e.environ, "TORCHELASTIC_ERROR_FILE"); !set && !j.s.noWatch && isTorchrun(j.path, j.args) {
 		if dir, err := os.MkdirTemp("", "ncclrun-torchelastic-"); err == nil {
-			defer os.RemoveAll(dir)
-			if s.user != "" {
+			p.cleanup = func() { os.RemoveAll(dir) }
+			if j.s.user != "" {
 				_ = os.Chmod(dir, 0o1777) // CMD runs as another user and must create the file
 			}
-			torchFile = filepath.Join(dir, "error.json")
-			extra = append(extra, launcher.EnvVar{Name: "TORCHELASTIC_ERROR_FILE", Value: torchFile,
+			p.torchFile = filepath.Join(dir, "error.json")
+			extra = append(extra, launcher.EnvVar{Name: "TORCHELASTIC_ERROR_FILE", Value: p.torchFile,
 				Reason: "torchrun writes the first failing rank's exception there for ncclrun's report"})
 		}
 	}
-	childEnv, added := s.composeEnv(e.environ, report, extra...)
-	args = launcher.MPIRunArgs(path, args, added)
-
-	cfg := launcher.Config{
-		Path: path, Args: args, Env: childEnv,
+	childEnv, added := j.s.composeEnv(e.environ, rep, extra...)
+	p.added = added
+	p.cfg = launcher.Config{
+		Path: j.path, Args: launcher.MPIRunArgs(j.path, j.args, added), Env: childEnv,
 		Stdin: e.stdin, Stdout: e.stdout, Stderr: e.stderr,
-		User:           s.user,
-		AmbientIPCLock: report.Command.Ambient,
-		DropCaps:       s.dropCaps,
-		Memlock:        s.launcherMemlock(),
-		KillAfter:      time.Duration(s.killAfter),
-		NoPTY:          s.noPTY,
+		User:           j.s.user,
+		Credential:     j.cred,
+		AmbientIPCLock: rep.Command.Ambient,
+		DropCaps:       j.s.dropCaps,
+		Memlock:        j.s.launcherMemlock(),
+		KillAfter:      time.Duration(j.s.killAfter),
+		NoPTY:          j.s.noPTY,
 	}
-	if s.noWatch {
-		err := launcher.Exec(cfg) // returns only on failure
-		return &startError{cmd: path, err: err}
-	}
+	return p
+}
 
-	// The matcher is built on CMD's first line, not before the start:
-	// compiling the shipped catalog takes ~5 ms, which a CMD that prints
-	// nothing never pays and which otherwise overlaps CMD's own start-up
-	// instead of delaying it. A matcher that saw no line has no diagnosis.
-	mf := facts(report, s.minMemlockOrDefault())
-	var m *diagnosis.Matcher
-	printed := map[string]bool{}
-	var mu sync.Mutex // OnLine is called from one goroutine at a time; the lock also orders Diagnoses after it
-	cfg.OnLine = func(_ launcher.Stream, line []byte) {
-		mu.Lock()
-		defer mu.Unlock()
-		if m == nil {
-			m = diagnosis.NewMatcher(mf)
-		}
-		for _, d := range m.FeedAll(line) {
-			if d.ID == genericDiagnosis {
-				continue // printed at exit, and only if nothing specific follows
-			}
-			printed[d.ID] = true
-			_, _ = e.stderr.Write(diagnosisMessage(d))
-		}
+// watch is the diagnosis of CMD's output while it runs: the matcher, and
+// which diagnoses were printed already.
+//
+// The matcher is built on CMD's first line, not before the start:
+// compiling the shipped catalog takes ~5 ms, which a CMD that prints
+// nothing never pays and which otherwise overlaps CMD's own start-up
+// instead of delaying it. A matcher that saw no line has no diagnosis.
+type watch struct {
+	stderr  io.Writer
+	facts   diagnosis.Facts
+	mu      sync.Mutex // OnLine is called from one goroutine at a time; the lock also orders Diagnoses after it
+	m       *diagnosis.Matcher
+	printed map[string]bool
+	started time.Time // just before CMD started, less the file times' granularity
+}
+
+func newWatch(e *env, rep preflight.Report, s settings) *watch {
+	return &watch{stderr: e.stderr, facts: facts(rep, s.minMemlockOrDefault()), printed: map[string]bool{}}
+}
+
+// matcher returns the matcher, building it on first use; w.mu is held.
+func (w *watch) matcher() *diagnosis.Matcher {
+	if w.m == nil {
+		w.m = diagnosis.NewMatcher(w.facts)
 	}
+	return w.m
+}
+
+// onLine is launcher.Config.OnLine: each diagnosis is printed as it is found.
+func (w *watch) onLine(_ launcher.Stream, line []byte) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, d := range w.matcher().FeedAll(line) {
+		if d.ID == genericDiagnosis {
+			continue // printed at exit, and only if nothing specific follows
+		}
+		w.printed[d.ID] = true
+		_, _ = w.stderr.Write(diagnosisMessage(d))
+	}
+}
+
+// supervise is run's supervise stage: unless a terminating signal came
+// before the start, start CMD with its output relayed and tapped into w,
+// and wait for it.
+func supervise(e *env, j runJob, p childPlan, w *watch, term <-chan os.Signal) (launcher.Result, error) {
+	cfg := p.cfg
+	cfg.OnLine = w.onLine
 	cfg.OnOutputError = func(st launcher.Stream, err error) {
 		name := "stdout"
 		if st == launcher.Stderr {
@@ -186,55 +288,78 @@ func cmdRun(c *cli.Context, e *env) error {
 	}
 	select {
 	case sig := <-term:
-		fprintf(e.stderr, "ncclrun: %s received before %s started; not starting it\n", unix.SignalName(sig.(syscall.Signal)), path)
-		return exitWith(128 + int(sig.(syscall.Signal)))
+		fprintf(e.stderr, "ncclrun: %s received before %s started; not starting it\n", unix.SignalName(sig.(syscall.Signal)), j.path)
+		return launcher.Result{}, exitWith(128 + int(sig.(syscall.Signal)))
 	default:
 	}
-	started := time.Now().Add(-time.Second) // file times have coarse granularity
+	w.started = time.Now().Add(-time.Second) // file times have coarse granularity
 	res, err := launcher.Run(cfg)
 	if err != nil {
-		return &startError{cmd: path, err: err}
+		return res, &startError{cmd: j.path, err: err}
 	}
-	mu.Lock()
-	// With NCCL_DEBUG_FILE, NCCL's lines went to files, not to the output.
-	if pattern, _ := lookupEnv(childEnv, "NCCL_DEBUG_FILE"); pattern != "" {
-		for _, f := range ncclDebugFiles(pattern, started) {
-			if m == nil {
-				m = diagnosis.NewMatcher(mf)
-			}
+	return res, nil
+}
+
+// outcome is what run collected once CMD exited.
+type outcome struct {
+	res     launcher.Result
+	sigName string // the signal that killed CMD, "" when it exited
+	ds      []diagnosis.Diagnosis
+	printed map[string]bool // the ids of ds printed while CMD ran
+	te      *torchrunError
+}
+
+// collect is run's collect stage: with NCCL_DEBUG_FILE, NCCL's lines went
+// to files, not to the output, so those files are diagnosed now; then the
+// diagnoses, the signal's name and torchrun's error file.
+func collect(p childPlan, w *watch, res launcher.Result) outcome {
+	out := outcome{res: res}
+	w.mu.Lock()
+	if pattern, _ := lookupEnv(p.cfg.Env, "NCCL_DEBUG_FILE"); pattern != "" {
+		for _, f := range ncclDebugFiles(pattern, w.started) {
+			m := w.matcher()
 			if fh, err := os.Open(f); err == nil {
 				_ = diagnosis.FeedReader(m, fh)
 				fh.Close()
 			}
 		}
 	}
-	var ds []diagnosis.Diagnosis
-	if m != nil {
-		ds = m.Diagnoses()
+	if w.m != nil {
+		out.ds = w.m.Diagnoses()
 	}
-	mu.Unlock()
-
-	sigName := ""
+	out.printed = w.printed
+	w.mu.Unlock()
 	if res.Signal != 0 {
-		sigName = unix.SignalName(res.Signal)
-		if sigName == "" {
-			sigName = fmt.Sprintf("signal %d", int(res.Signal))
+		out.sigName = unix.SignalName(res.Signal)
+		if out.sigName == "" {
+			out.sigName = fmt.Sprintf("signal %d", int(res.Signal))
 		}
 	}
+	if p.torchFile != "" {
+		out.te = readTorchrunError(p.torchFile)
+	}
+	return out
+}
+
+// reportOutcome is run's report stage: the diagnoses not printed yet, the exit
+// summary with the held-back preflight warnings, the tap's skipped bytes,
+// --report and the termination log.
+func reportOutcome(e *env, j runJob, rep preflight.Report, p childPlan, out outcome) {
+	s, ds, res := j.s, out.ds, out.res
 	// The generic nccl-error is held back while CMD runs: PyTorch's
 	// DistBackendError on stderr often arrives before the WARN that names
 	// the cause on stdout. It is left in ds only when nothing specific was
 	// found, and then it is printed now (never silenced, like any diagnosis).
 	for _, d := range ds {
-		if !printed[d.ID] {
+		if !out.printed[d.ID] {
 			_, _ = e.stderr.Write(diagnosisMessage(d))
 		}
 	}
 	if !s.quiet && len(ds) > 0 {
-		_, _ = e.stderr.Write(summaryMessage(ds, res.ExitCode, sigName))
-		if !report.Failed() && report.Any(preflight.Warn) {
+		_, _ = e.stderr.Write(summaryMessage(ds, res.ExitCode, out.sigName))
+		if !rep.Failed() && rep.Any(preflight.Warn) {
 			fprintf(e.stderr, "ncclrun: preflight warned before the start:\n")
-			printChecks(e.stderr, report, preflight.Warn)
+			printChecks(e.stderr, rep, preflight.Warn)
 		}
 	}
 	// Skipped tap data matters only when something went wrong: a healthy
@@ -242,31 +367,25 @@ func cmdRun(c *cli.Context, e *env) error {
 	if !s.quiet && res.TapDropped > 0 && (len(ds) > 0 || res.ExitCode != 0) {
 		fprintf(e.stderr, "ncclrun: warning: diagnosis fell behind the output and skipped %d bytes (all of it was relayed)\n", res.TapDropped)
 	}
-	var te *torchrunError
-	if torchFile != "" {
-		te = readTorchrunError(torchFile)
-	}
-
 	if s.report != "" {
 		rr := runReport{
-			Preflight: report, EnvAdded: envMap(added), Diagnoses: nonNil(ds),
-			ExitCode: res.ExitCode, TorchrunError: te, TapDropped: res.TapDropped,
-			Command: append([]string{path}, args...), Version: version,
+			Preflight: rep, EnvAdded: envMap(p.added), Diagnoses: nonNil(ds),
+			ExitCode: res.ExitCode, TorchrunError: out.te, TapDropped: res.TapDropped,
+			Command: append([]string{j.path}, p.cfg.Args...), Version: version,
 		}
-		if sigName != "" {
-			rr.Signal = &sigName
+		if out.sigName != "" {
+			rr.Signal = &out.sigName
 		}
 		if err := writeFileJSON(s.report, rr); err != nil {
 			fprintf(e.stderr, "ncclrun: warning: --report: %v\n", err)
 		}
 	}
-	if tl := terminationLogPath(s, report); tl != "" && (len(ds) > 0 || res.ExitCode != 0) {
-		msg := terminationText(ds, res.ExitCode, sigName, te)
+	if tl := terminationLogPath(s, rep); tl != "" && (len(ds) > 0 || res.ExitCode != 0) {
+		msg := terminationText(ds, res.ExitCode, out.sigName, out.te)
 		if err := os.WriteFile(tl, []byte(msg), 0o644); err != nil {
 			fprintf(e.stderr, "ncclrun: warning: termination log: %v\n", err)
 		}
 	}
-	return exitWith(res.ExitCode)
 }
 
 // terminationLogPath is --termination-log, or /dev/termination-log when

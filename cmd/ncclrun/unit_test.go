@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/urfave/cli/v2"
 
 	"github.com/ncclrun/ncclrun/preflight"
 )
@@ -42,6 +43,29 @@ func TestNormalize(t *testing.T) {
 			got := normalize(append([]string{"ncclrun"}, strings.Fields(tc.in)...))
 			require.Equal(t, append([]string{"ncclrun"}, strings.Fields(tc.want)...), got)
 		})
+	}
+}
+
+// TestNormalizeEveryDefinition: normalize knows every global flag and every
+// command from their definitions, so a flag before a command moves after it
+// and a command word selects that command.
+func TestNormalizeEveryDefinition(t *testing.T) {
+	for _, f := range globalFlags() {
+		for _, n := range f.Names() {
+			in := []string{"ncclrun", "--" + n}
+			if _, ok := f.(*cli.BoolFlag); !ok {
+				in = append(in, "V")
+			}
+			got := normalize(append(in, "doctor", "--json"))
+			want := append(append([]string{"ncclrun", "doctor"}, in[1:]...), "--json")
+			assert.Equal(t, want, got, "--%s", n)
+		}
+	}
+	for _, c := range newApp(&env{}).Commands {
+		if c.Name == "fake-nccl" {
+			continue // its arguments are the workload's, tested above
+		}
+		assert.Equal(t, []string{"ncclrun", c.Name, "x"}, normalize([]string{"ncclrun", c.Name, "x"}), c.Name)
 	}
 }
 
