@@ -1,0 +1,109 @@
+package diagnosis
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+const memlockHow = "run it under ncclrun run, or check `ulimit -l` and CapEff in the failing container: " +
+	"unlimited or CAP_IPC_LOCK means memory-registration (driver/kernel)"
+
+// snapshot renders a state as a Diagnosis, applying the facts.
+func (m *Matcher) snapshot(st *state) Diagnosis {
+	ce := st.ce
+	var src *sight
+	certain := false
+	var likelyHow string
+	for i := range st.sights {
+		s := &st.sights[i]
+		if !m.sightActive(*s) {
+			continue
+		}
+		if src == nil {
+			src = s
+		}
+		if s.p.certainty == Certain || (s.p.certainWith >= 0 && m.markerOn(s.p.certainWith)) {
+			certain = true
+		} else if likelyHow == "" {
+			likelyHow = s.p.How
+		}
+	}
+	d := Diagnosis{ID: ce.ID, Title: ce.Title, Cause: ce.Cause, Fix: ce.Fix, Lines: st.lines, Count: st.count()}
+	if src != nil {
+		d.FirstLine = src.firstLine
+		// A pattern's own cause/fix apply only to its own entry (not
+		// after a reroute to another entry).
+		if src.p.entry == ce {
+			if src.p.Cause != "" {
+				d.Cause = src.p.Cause
+			}
+			if src.p.Fix != "" {
+				d.Fix = src.p.Fix
+			}
+			if src.p.Note != "" {
+				d.Cause += " " + src.p.Note
+			}
+		}
+	}
+	if likelyHow == "" {
+		likelyHow = ce.How
+	}
+	switch ce.Facts {
+	case FactsMemlock:
+		if m.facts.Known {
+			certain = true
+			if m.facts.Seen != "" {
+				// What run saw says it in one sentence; the catalog's
+				// general explanation is for a log read without it.
+				d.Cause = "NCCL could not pin memory for the network card: the command ran with " + m.facts.Seen + ", so the kernel refused to lock more."
+			}
+			if m.facts.MemlockFix != "" {
+				d.Fix = m.facts.MemlockFix
+			}
+		} else {
+			certain = false
+			if likelyHow == "" || likelyHow == ce.How {
+				likelyHow = memlockHow
+			}
+		}
+	case FactsMemoryRegistration:
+		if m.facts.Known && m.facts.Seen != "" {
+			d.Cause += " Preflight saw: " + m.facts.Seen + "."
+		}
+	case FactsShm:
+		if m.facts.ShmBytes > 0 {
+			d.Cause += " /dev/shm here is " + formatSize(m.facts.ShmBytes) + "."
+		}
+	}
+	if certain {
+		d.Certainty = Certain
+	} else {
+		d.Certainty = Likely
+		d.How = likelyHow
+	}
+	d.Hosts = make([]string, 0, len(st.hosts))
+	for h := range st.hosts {
+		d.Hosts = append(d.Hosts, h)
+	}
+	sort.Strings(d.Hosts)
+	return d
+}
+
+// formatSize renders bytes as "64 MiB" (binary units).
+func formatSize(n int64) string {
+	units := []string{"B", "KiB", "MiB", "GiB", "TiB"}
+	f := float64(n)
+	i := 0
+	for f >= 1024 && i < len(units)-1 {
+		f /= 1024
+		i++
+	}
+	if i == 0 {
+		return fmt.Sprintf("%d B", n)
+	}
+	s := strconv.FormatFloat(f, 'f', 1, 64)
+	s = strings.TrimSuffix(s, ".0")
+	return s + " " + units[i]
+}

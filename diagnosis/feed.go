@@ -1,0 +1,229 @@
+package diagnosis
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+)
+
+// MaxLine is the longest line the matcher looks at; longer lines are cut
+// (Feed) or cut and their rest skipped (Explain), never an error.
+const MaxLine = 64 << 10
+
+// Matcher watches lines of output and collects diagnoses. Feed and
+// FeedAll must be called from one goroutine at a time; Diagnoses may be
+// called concurrently with them. The zero value is not usable: use
+// NewMatcher or NewMatcherWith.
+type Matcher struct {
+	cat   *Catalog
+	facts Facts
+
+	// Feed's scratch, owned by the feeding goroutine.
+	stamp []uint32
+	gen   uint32
+	cand  []int32
+	// filter is the gram filter over the patterns that can still change
+	// the result (the catalog's until a marker is seen, then this
+	// matcher's own without the seen markers); nofilter turns it off
+	// (tests compare both paths).
+	filter   *gramFilter
+	nofilter bool
+
+	mu      sync.Mutex
+	seq     int
+	markers []bool // by pattern index: marker seen
+	states  map[string]*state
+	order   []*state
+}
+
+// NewMatcher returns a matcher over the shipped catalog (DefaultCatalog).
+func NewMatcher(f Facts) *Matcher { return NewMatcherWith(DefaultCatalog(), f) }
+
+// NewMatcherWith returns a matcher over catalog c (benchmarks and tests
+// build their own catalogs with NewCatalog).
+func NewMatcherWith(c *Catalog, f Facts) *Matcher {
+	return &Matcher{
+		cat:     c,
+		facts:   f,
+		stamp:   make([]uint32, len(c.pats)),
+		filter:  c.filter,
+		markers: make([]bool, len(c.pats)),
+		states:  map[string]*state{},
+	}
+}
+
+// Feed offers one line (a trailing "\n" or "\r\n" is ignored; lines over
+// MaxLine are cut). It returns the diagnosis when this line is the first
+// sighting of a cause, so that run can print it at once; nil otherwise
+// (also for the generic nccl-error once a specific failure is known). When
+// one line reveals several causes at once, Feed returns the first and
+// FeedAll all of them. Feed never retains line; a line that contains none
+// of the catalog's literals costs one pass of the prefilter and no
+// allocation.
+func (m *Matcher) Feed(line []byte) *Diagnosis {
+	ds := m.FeedAll(line)
+	if len(ds) == 0 {
+		return nil
+	}
+	return &ds[0]
+}
+
+// FeedAll is Feed returning every cause this line made visible (nil for
+// most lines).
+func (m *Matcher) FeedAll(line []byte) []Diagnosis {
+	if len(line) > MaxLine {
+		line = line[:MaxLine]
+	}
+	if !m.nofilter && !m.filter.mayMatch(line) {
+		return nil
+	}
+	m.gen++
+	if m.gen == 0 {
+		clear(m.stamp)
+		m.gen = 1
+	}
+	m.cand = m.cat.ac.scan(line, m.stamp, m.gen, m.cand[:0])
+	if len(m.cand) == 0 || (!m.nofilter && m.onlySeenMarkers(m.cand)) {
+		return nil
+	}
+	cand := m.cand
+	// Insertion sort: candidates are few; pattern index order is priority order.
+	for i := 1; i < len(cand); i++ {
+		for j := i; j > 0 && cand[j] < cand[j-1]; j-- {
+			cand[j], cand[j-1] = cand[j-1], cand[j]
+		}
+	}
+	line = trimEOL(line)
+
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.seq++
+	markerHit := false
+	for _, pi := range cand {
+		p := m.cat.pats[pi]
+		if p.Marker && !m.markers[pi] && p.matches(line) {
+			m.markers[pi] = true
+			markerHit = true
+		}
+	}
+	if markerHit && !m.nofilter {
+		m.filter = buildGramFilter(m.cat.pats, func(i int) bool { return !m.cat.pats[i].Marker || !m.markers[i] })
+	}
+	var touched *state
+	for _, pi := range cand {
+		p := m.cat.pats[pi]
+		if p.Marker || (p.Unless == UnlessNoRDMA && m.facts.Known && m.facts.NoRDMA) || !p.matches(line) {
+			continue
+		}
+		touched = m.record(p, line)
+		break
+	}
+	var fresh []*state
+	if touched != nil && !touched.announced && m.isActive(touched) {
+		touched.announced = true
+		fresh = append(fresh, touched)
+	}
+	if markerHit {
+		for _, st := range m.order {
+			if !st.announced && m.isActive(st) {
+				st.announced = true
+				fresh = append(fresh, st)
+			}
+		}
+	}
+	if len(fresh) == 0 {
+		return nil
+	}
+	out := make([]Diagnosis, 0, len(fresh))
+	for _, st := range fresh {
+		if st.ce.Generic && m.failureKnown() {
+			continue
+		}
+		out = append(out, m.snapshot(st))
+	}
+	return out
+}
+
+// onlySeenMarkers reports whether every candidate is a marker already
+// seen: such a line changes nothing (FeedAll would find no new marker and
+// no sighting). Only the feeding goroutine writes markers, so it may read
+// them without the lock.
+func (m *Matcher) onlySeenMarkers(cand []int32) bool {
+	for _, pi := range cand {
+		if !m.cat.pats[pi].Marker || !m.markers[pi] {
+			return false
+		}
+	}
+	return true
+}
+
+// matches reports whether line matches p's expression and none of its or
+// its entry's negative patterns. The negative patterns that are plain
+// literals are searched first: they are cheap, and a healthy line that
+// carries one (NCCL's "No plugin found" INFO for the dlopen pattern)
+// is then rejected without running the expression.
+func (p *cpattern) matches(line []byte) bool {
+	for _, n := range p.notLit {
+		if bytes.Contains(line, n) {
+			return false
+		}
+	}
+	for _, n := range p.entry.notLit {
+		if bytes.Contains(line, n) {
+			return false
+		}
+	}
+	if !p.re.Match(line) {
+		return false
+	}
+	for _, n := range p.not {
+		if n.Match(line) {
+			return false
+		}
+	}
+	for _, n := range p.entry.not {
+		if n.Match(line) {
+			return false
+		}
+	}
+	return true
+}
+
+// Explain reads a saved log (any bytes, any length) and returns its
+// diagnoses, ranked as Diagnoses does. Lines longer than MaxLine are cut
+// and their rest skipped. The only error is one from r (wrapped).
+func Explain(r io.Reader, f Facts) ([]Diagnosis, error) {
+	m := NewMatcher(f)
+	if err := FeedReader(m, r); err != nil {
+		return m.Diagnoses(), err
+	}
+	return m.Diagnoses(), nil
+}
+
+// FeedReader feeds every line of r to m (lines over MaxLine cut, the rest
+// of such a line skipped). It returns r's error other than io.EOF, wrapped.
+func FeedReader(m *Matcher, r io.Reader) error {
+	br := bufio.NewReaderSize(r, MaxLine)
+	skipping := false
+	for {
+		b, err := br.ReadSlice('\n')
+		if len(b) > 0 && !skipping {
+			m.Feed(b)
+		}
+		switch {
+		case errors.Is(err, bufio.ErrBufferFull):
+			skipping = true
+			continue
+		case err == nil:
+			skipping = false
+			continue
+		case errors.Is(err, io.EOF):
+			return nil
+		default:
+			return fmt.Errorf("read log: %w", err)
+		}
+	}
+}

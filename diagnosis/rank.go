@@ -1,0 +1,176 @@
+package diagnosis
+
+import (
+	"sort"
+)
+
+// failurePriority is the priority from which a cause is a failure (it
+// hides the generic nccl-error) rather than an observation.
+const failurePriority = 50
+
+// markerOn reports whether marker pattern i was seen and is not
+// suppressed (the catalog has no suppression cycles).
+func (m *Matcher) markerOn(i int) bool {
+	if !m.markers[i] {
+		return false
+	}
+	for _, j := range m.cat.pats[i].suppressedBy {
+		if m.markerOn(j) {
+			return false
+		}
+	}
+	return true
+}
+
+func (m *Matcher) sightActive(s sight) bool {
+	if s.p.requires >= 0 && !m.markerOn(s.p.requires) {
+		return false
+	}
+	for _, j := range s.p.suppressedBy {
+		if m.markerOn(j) {
+			return false
+		}
+	}
+	return true
+}
+
+func (m *Matcher) isActive(st *state) bool {
+	for _, s := range st.sights {
+		if m.sightActive(s) {
+			return true
+		}
+	}
+	return false
+}
+
+// failureKnown reports whether an active non-generic cause of failure
+// priority exists (it hides nccl-error).
+func (m *Matcher) failureKnown() bool {
+	for _, st := range m.order {
+		if !st.ce.Generic && m.isActive(st) && m.priority(st) >= failurePriority {
+			return true
+		}
+	}
+	return false
+}
+
+// ranksAfter reports whether st ranks after cause id: every active
+// sighting's pattern lists id (entry or pattern After).
+func (m *Matcher) ranksAfter(st *state, id string) bool {
+	any := false
+	for _, s := range st.sights {
+		if !m.sightActive(s) {
+			continue
+		}
+		if !s.p.after[id] {
+			return false
+		}
+		any = true
+	}
+	return any
+}
+
+func (m *Matcher) priority(st *state) int {
+	best := -1 << 31
+	for _, s := range st.sights {
+		if m.sightActive(s) && s.p.prio > best {
+			best = s.p.prio
+		}
+	}
+	return best
+}
+
+func (m *Matcher) firstSeq(st *state) int {
+	for _, s := range st.sights { // sights are in seq order
+		if m.sightActive(s) {
+			return s.seq
+		}
+	}
+	return 1<<31 - 1
+}
+
+// Diagnoses returns every cause seen so far, root cause first: specific
+// causes by priority then first sighting; knock-on causes (watchdog
+// timeout, CUDA OOM) after any specific cause seen before them; an entry
+// after the ids in its After list; the generic nccl-error last, and only
+// when no failure-level cause was found. Safe to call concurrently with
+// Feed.
+func (m *Matcher) Diagnoses() []Diagnosis {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	type ranked struct {
+		st        *state
+		tier, pri int
+		seq       int
+	}
+	var rs []ranked
+	hide := m.failureKnown()
+	for _, st := range m.order {
+		if !m.isActive(st) || (st.ce.Generic && hide) {
+			continue
+		}
+		r := ranked{st: st, pri: m.priority(st), seq: m.firstSeq(st)}
+		switch {
+		case st.ce.Generic:
+			r.tier = 2
+		case st.ce.KnockOn && m.specificBefore(r.seq):
+			r.tier = 1
+		}
+		rs = append(rs, r)
+	}
+	sort.SliceStable(rs, func(i, j int) bool {
+		a, b := rs[i], rs[j]
+		if a.tier != b.tier {
+			return a.tier < b.tier
+		}
+		if a.pri != b.pri {
+			return a.pri > b.pri
+		}
+		return a.seq < b.seq
+	})
+	// Entries that rank after others: move each behind the last of them.
+	for pass := 0; pass < len(rs); pass++ {
+		moved := false
+		for i := 0; i < len(rs); i++ {
+			last := -1
+			for j := i + 1; j < len(rs); j++ {
+				if m.ranksAfter(rs[i].st, rs[j].st.ce.ID) {
+					last = j
+				}
+			}
+			if last > i {
+				r := rs[i]
+				copy(rs[i:last], rs[i+1:last+1])
+				rs[last] = r
+				moved = true
+			}
+		}
+		if !moved {
+			break
+		}
+	}
+	if len(rs) == 0 {
+		return nil
+	}
+	out := make([]Diagnosis, len(rs))
+	for i, r := range rs {
+		out[i] = m.snapshot(r.st)
+		if r.tier == 1 && i > 0 {
+			// A watchdog timeout or an OOM after a specific failure: say so,
+			// or its own advice ("an application stall") misleads.
+			out[i].Cause = "Seen after the " + out[0].ID + " failure above, and most likely a consequence of it. " + out[i].Cause
+		}
+	}
+	return out
+}
+
+// specificBefore reports whether a non-generic, non-knock-on cause was
+// first seen before seq.
+func (m *Matcher) specificBefore(seq int) bool {
+	for _, st := range m.order {
+		if m.isActive(st) && !st.ce.Generic && !st.ce.KnockOn && m.firstSeq(st) < seq {
+			return true
+		}
+	}
+	return false
+}

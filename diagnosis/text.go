@@ -1,0 +1,90 @@
+package diagnosis
+
+import (
+	"fmt"
+	"strings"
+	"unicode/utf8"
+)
+
+// maxFirstLine bounds Diagnosis.FirstLine.
+const maxFirstLine = 2048
+
+// TerminationMessage renders the most important diagnosis (headline,
+// cause, fix) and the ids of the others in at most limit bytes (valid
+// UTF-8, cut at a rune boundary), for Kubernetes' /dev/termination-log
+// (4096 bytes read). It returns "" for no diagnoses or limit <= 0.
+func TerminationMessage(ds []Diagnosis, limit int) string {
+	if len(ds) == 0 || limit <= 0 {
+		return ""
+	}
+	d := ds[0]
+	var b strings.Builder
+	fmt.Fprintf(&b, "ncclrun: %s (%s", d.Title, d.ID)
+	if d.Count > 0 {
+		fmt.Fprintf(&b, ", %d process", d.Count)
+		if d.Count != 1 {
+			b.WriteString("es")
+		}
+	}
+	if len(d.Hosts) > 0 {
+		hs := d.Hosts
+		more := ""
+		if len(hs) > 8 {
+			more = fmt.Sprintf(" and %d more", len(hs)-8)
+			hs = hs[:8]
+		}
+		fmt.Fprintf(&b, " on %s%s", strings.Join(hs, ", "), more)
+	}
+	b.WriteString(")\n")
+	b.WriteString("fix: " + d.Fix + "\n")
+	if len(ds) > 1 {
+		ids := make([]string, 0, len(ds)-1)
+		for _, o := range ds[1:] {
+			ids = append(ids, o.ID)
+		}
+		b.WriteString("also: " + strings.Join(ids, ", ") + "\n")
+	}
+	if d.Cause != "" {
+		b.WriteString("cause: " + d.Cause + "\n")
+	}
+	if d.FirstLine != "" {
+		b.WriteString("first: " + d.FirstLine + "\n")
+	}
+	return cut(b.String(), limit)
+}
+
+// cut shortens s to at most n bytes at a rune boundary.
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+// firstLine is the text kept for Diagnosis.FirstLine: from the start of
+// NCCL's prefix (or of the \r-separated segment holding the match, with
+// collector prefixes stripped), valid UTF-8, at most maxFirstLine bytes.
+func firstLine(p *cpattern, line []byte, pl Line) string {
+	b := line
+	if loc := p.re.FindIndex(line); loc != nil {
+		start := 0
+		for i := loc[0] - 1; i >= 0; i-- {
+			if line[i] == '\r' {
+				start = i + 1
+				break
+			}
+		}
+		if pl.Start >= start && pl.Start <= loc[0] {
+			start = pl.Start
+		}
+		b = line[start:]
+		if pl.Start != start {
+			b = stripCollector(b)
+		}
+	}
+	s := strings.TrimSpace(strings.ToValidUTF8(string(b), "\uFFFD"))
+	return cut(s, maxFirstLine)
+}
