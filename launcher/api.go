@@ -59,7 +59,11 @@ type Config struct {
 	Memlock *[2]int64
 
 	// KillAfter is how long after forwarding a terminating signal the
-	// whole remaining process tree is killed; 0 means DefaultKillAfter.
+	// whole remaining process tree, the main child included, is killed.
+	// 0 leaves the main child its own shutdown (torchrun's SIGTERM ->
+	// SIGKILL escalation of its workers takes 30 s, mpirun has its own):
+	// the main child is never killed, and descendants still alive when it
+	// has exited get DefaultKillAfter from then before SIGKILL.
 	KillAfter time.Duration
 
 	// OnOutputError, when set, is called once per stream with the first
@@ -75,7 +79,8 @@ type Config struct {
 	NoPTY bool
 }
 
-// DefaultKillAfter is the default grace period of --kill-after.
+// DefaultKillAfter is how long descendants left by a main child that
+// exited during a shutdown have (KillAfter 0) before they are killed.
 const DefaultKillAfter = 30 * time.Second
 
 // Result is how the child ended.

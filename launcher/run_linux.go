@@ -35,17 +35,20 @@ const reapTimeout = 2 * time.Second
 //     the child gets a pseudo terminal for it instead of a pipe, with the
 //     window size copied and SIGWINCH forwarded. A copy goes to cfg.OnLine
 //     through a bounded queue that drops tap data, never relay data.
-//   - Signals are forwarded to the child (see forwarded); SIGTSTP, SIGTTIN
-//     and SIGTTOU stop the child's process group and then ncclrun. After
-//     SIGTERM, SIGINT, SIGHUP or SIGQUIT, every descendant still alive
-//     KillAfter later gets SIGKILL.
+//   - Signals are forwarded to the child (see forwarded), except those
+//     ignored when ncclrun started, which stay ignored for the child too;
+//     SIGTSTP, SIGTTIN and SIGTTOU stop the child's process group and then
+//     ncclrun. After SIGTERM, SIGINT, SIGHUP or SIGQUIT, every descendant
+//     still alive KillAfter later gets SIGKILL; with KillAfter 0 the main
+//     child is left its own shutdown and what it leaves behind gets
+//     DefaultKillAfter from its exit.
 //   - Run owns waiting: it reaps every child of ncclrun (as PID 1, or as a
 //     child subreaper, which it makes ncclrun) with wait4(-1) until it
 //     returns. Nothing else in the process may wait for children meanwhile.
 //   - When the main child has exited, output is relayed until the pipes
 //     close or for at most drainTimeout. If a terminating signal was
-//     forwarded, Run then waits for the remaining descendants until
-//     KillAfter kills them; otherwise they get SIGTERM and Run returns.
+//     forwarded, Run then waits for the remaining descendants until the
+//     kill timer kills them; otherwise they get SIGTERM and Run returns.
 //
 // Run is not safe for concurrent use.
 func Run(cfg Config) (Result, error) {
@@ -54,9 +57,6 @@ func Run(cfg Config) (Result, error) {
 		return Result{}, err
 	}
 	s := &supervisor{cfg: cfg, procRoot: "/proc", self: os.Getpid()}
-	if s.cfg.KillAfter <= 0 {
-		s.cfg.KillAfter = DefaultKillAfter
-	}
 	if s.cfg.Stdout == nil {
 		s.cfg.Stdout = os.Stdout
 	}
@@ -80,6 +80,7 @@ type supervisor struct {
 	stdinW        *os.File
 
 	status    *syscall.WaitStatus
+	shutdown  bool // a terminating signal was forwarded
 	killTimer *time.Timer
 	killC     <-chan time.Time
 	killed    bool // the tree was SIGKILLed
@@ -174,7 +175,7 @@ func (s *supervisor) run(l *launch) (Result, error) {
 	// on a channel of its own so a flood of others cannot crowd it out.
 	s.sigCh = make(chan os.Signal, 128)
 	s.chldCh = make(chan os.Signal, 1)
-	signal.Notify(s.sigCh, forwarded...)
+	signal.Notify(s.sigCh, notifiable(forwarded)...)
 	signal.Notify(s.chldCh, unix.SIGCHLD)
 	defer signal.Stop(s.chldCh)
 	defer signal.Stop(s.sigCh)
@@ -317,7 +318,10 @@ func (s *supervisor) handle(sig syscall.Signal) {
 	}
 	_ = unix.Kill(s.pid, sig) // ESRCH: it is exiting; the reaper will see it
 	if terminating(sig) {
-		s.armKill()
+		s.shutdown = true
+		if s.cfg.KillAfter > 0 {
+			s.armKill()
+		}
 	}
 }
 
@@ -325,13 +329,23 @@ func (s *supervisor) handle(sig syscall.Signal) {
 // a terminating one starts (or keeps) the kill timer for what is left.
 func (s *supervisor) handleAfterExit(sig syscall.Signal) {
 	if terminating(sig) {
+		s.shutdown = true
 		s.armKill()
 	}
 }
 
+// leftoverGrace is DefaultKillAfter; tests shorten it.
+var leftoverGrace = DefaultKillAfter
+
+// armKill starts the kill timer unless it runs: KillAfter, or with
+// KillAfter 0 (only armed once the main child has exited) leftoverGrace.
 func (s *supervisor) armKill() {
 	if s.killTimer == nil {
-		s.killTimer = time.NewTimer(s.cfg.KillAfter)
+		d := s.cfg.KillAfter
+		if d <= 0 {
+			d = leftoverGrace
+		}
+		s.killTimer = time.NewTimer(d)
 		s.killC = s.killTimer.C
 	}
 }
@@ -383,11 +397,14 @@ func (s *supervisor) killTree() {
 
 // finishTree deals with the descendants left when the main child has
 // exited. During a shutdown (a terminating signal was forwarded) they
-// have until the kill timer fires, then get SIGKILL, and Run waits (at
-// most reapTimeout) until they are gone and reaped. Otherwise they get
-// SIGTERM and Run does not wait.
+// have until the kill timer fires (armed now with KillAfter 0), then get
+// SIGKILL, and Run waits (at most reapTimeout) until they are gone and
+// reaped. Otherwise they get SIGTERM and Run does not wait.
 func (s *supervisor) finishTree() {
 	defer s.reap()
+	if s.shutdown {
+		s.armKill()
+	}
 	if s.killTimer == nil {
 		if s.noChildren() {
 			return // the common case: no /proc walk (about 1.5 ms of start-up)

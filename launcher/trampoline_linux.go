@@ -68,6 +68,10 @@ func MaybeTrampoline() {
 	if spec.StatusFD > 0 {
 		unix.CloseOnExec(spec.StatusFD)
 	}
+	if spec.Path == "" || len(spec.Argv) == 0 {
+		// ncclrun always sends both; a hand-made spec may not.
+		trampolineExit(spec, &stageError{"spec", fmt.Errorf("%s: no command (path and argv are required)", trampolineEnv)})
+	}
 	trampolineExit(spec, applyAndExec(spec, env))
 }
 

@@ -99,7 +99,7 @@ func cmdRun(c *cli.Context, e *env) error {
 	// ncclrun: before the start it means "do not start", after the exit the
 	// status stays CMD's. During Run the launcher forwards it to CMD.
 	term := make(chan os.Signal, 8)
-	signal.Notify(term, terminatingSignals...)
+	signal.Notify(term, launcher.NotIgnored(terminatingSignals...)...)
 	defer signal.Stop(term)
 
 	j, err := runSettings(c)

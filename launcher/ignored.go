@@ -1,0 +1,31 @@
+package launcher
+
+import (
+	"os"
+	"os/signal"
+)
+
+// notifiable returns the signals of sigs that are not ignored now. A
+// signal ignored when ncclrun started (nohup ignores SIGHUP, a shell's
+// background job SIGINT and SIGQUIT) must stay ignored: catching it would
+// both make ncclrun forward it and, because exec resets a caught signal to
+// its default action but keeps an ignored one ignored, give CMD the
+// default action where it would have inherited SIG_IGN (the shell and
+// tini behave so). The Go runtime keeps an inherited SIG_IGN only for
+// SIGHUP and SIGINT (it installs its own handler for the others before
+// main runs), so only those two can be seen here; signal.Ignored reports
+// them until someone calls signal.Notify for them, which is why every
+// Notify of ncclrun's goes through this filter.
+func notifiable(sigs []os.Signal) []os.Signal {
+	out := make([]os.Signal, 0, len(sigs))
+	for _, s := range sigs {
+		if !signal.Ignored(s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// NotIgnored is notifiable for cmd/ncclrun: the signals of sigs that were
+// not ignored when ncclrun started, the only ones it may catch.
+func NotIgnored(sigs ...os.Signal) []os.Signal { return notifiable(sigs) }
