@@ -34,7 +34,7 @@ type Config struct {
 	// Args are its arguments without the command itself.
 	Path string
 	Args []string
-	// Env is the complete environment of the child; nil inherits os.Environ().
+	// Env is the complete environment of the child; nil inherits Environ() (os.Environ() as the kernel gave it).
 	Env []string
 
 	Stdin          io.Reader

@@ -21,6 +21,9 @@ var (
 	ErrNoIPCLock = errors.New("CAP_IPC_LOCK is not in ncclrun's permitted capability set")
 	// ErrUser means Config.User could not be resolved or applied.
 	ErrUser = errors.New("invalid user")
+	// ErrMemlock means Config.Memlock cannot be applied: a hard limit
+	// above ncclrun's own without CAP_SYS_RESOURCE, or soft above hard.
+	ErrMemlock = errors.New("memlock")
 	// ErrCapability means a capability name in Config.DropCaps is unknown
 	// or a capability change is not permitted.
 	ErrCapability = errors.New("capability")

@@ -62,3 +62,33 @@ func toRlim(v int64) uint64 {
 	}
 	return uint64(v)
 }
+
+// checkMemlock refuses, before anything is forked, a memlock limit for the
+// child that the kernel would refuse: a hard limit above ncclrun's own
+// (after RaiseMemlock) needs CAP_SYS_RESOURCE, and soft may not exceed
+// hard. Errors wrap ErrMemlock.
+func checkMemlock(v [2]int64) error {
+	above := func(a, b int64) bool { return b != -1 && (a == -1 || a > b) }
+	if above(v[0], v[1]) {
+		return fmt.Errorf("%w: soft limit %s above hard limit %s", ErrMemlock, rlimString(v[0]), rlimString(v[1]))
+	}
+	cur, err := getMemlock()
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrMemlock, err)
+	}
+	if !above(v[1], cur[1]) {
+		return nil
+	}
+	if c, err := capGet(); err == nil && c.eff&(1<<unix.CAP_SYS_RESOURCE) != 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: raising the hard RLIMIT_MEMLOCK from %s to %s needs CAP_SYS_RESOURCE, which ncclrun does not have", ErrMemlock, rlimString(cur[1]), rlimString(v[1]))
+}
+
+// rlimString is a limit in bytes, or "unlimited".
+func rlimString(v int64) string {
+	if v < 0 {
+		return "unlimited"
+	}
+	return fmt.Sprintf("%d bytes", v)
+}

@@ -2,6 +2,8 @@
 
 package launcher
 
+import "os"
+
 // Run is supported on Linux only; elsewhere it returns ErrUnsupported.
 func Run(cfg Config) (Result, error) { return Result{}, ErrUnsupported }
 
@@ -17,3 +19,6 @@ func MaybeTrampoline() {}
 
 // HasPermittedIPCLock is false outside Linux.
 func HasPermittedIPCLock() bool { return false }
+
+// Environ is os.Environ() outside Linux.
+func Environ() []string { return os.Environ() }

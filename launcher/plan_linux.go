@@ -27,7 +27,7 @@ type launch struct {
 func plan(cfg Config) (*launch, error) {
 	env := cfg.Env
 	if env == nil {
-		env = os.Environ()
+		env = Environ()
 	}
 	env = envWithout(env, trampolineEnv)
 	pathEnv, ok := envLookup(env, "PATH")
@@ -45,6 +45,16 @@ func plan(cfg Config) (*launch, error) {
 			return nil, err
 		}
 		cred = &c
+	}
+	if cred != nil && namesSelf(*cred) {
+		// Naming oneself (--user 1000 as uid 1000) changes nothing: no
+		// setgroups, which an unprivileged ncclrun could not do.
+		cred = nil
+	}
+	if cfg.Memlock != nil {
+		if err := checkMemlock(*cfg.Memlock); err != nil {
+			return nil, err
+		}
 	}
 	drop, err := parseCaps(cfg.DropCaps)
 	if err != nil {
@@ -80,4 +90,10 @@ func (l *launch) withSpec() ([]string, error) {
 		return nil, fmt.Errorf("encode trampoline spec: %w", err)
 	}
 	return append(append([]string(nil), l.env...), trampolineEnv+"="+string(b)), nil
+}
+
+// namesSelf reports whether c is ncclrun's own real and effective uid and gid.
+func namesSelf(c Credential) bool {
+	return c.UID == uint32(os.Getuid()) && c.UID == uint32(os.Geteuid()) &&
+		c.GID == uint32(os.Getgid()) && c.GID == uint32(os.Getegid())
 }

@@ -60,7 +60,7 @@ func MaybeTrampoline() {
 	if !ok {
 		return
 	}
-	env := envWithout(os.Environ(), trampolineEnv)
+	env := envWithout(Environ(), trampolineEnv)
 	var spec trampolineSpec
 	if err := json.Unmarshal([]byte(v), &spec); err != nil {
 		trampolineExit(spec, &stageError{"spec", fmt.Errorf("%s: %w", trampolineEnv, err)})
@@ -212,11 +212,24 @@ func failureError(path string, f trampolineFailure) error {
 		sentinel = ErrUser
 	case "ambient":
 		sentinel = ErrNoIPCLock
-	case "memlock", "spec":
+	case "memlock":
+		sentinel = ErrMemlock
+	case "spec":
 		sentinel = errors.New("trampoline")
 	}
 	if f.Errno != 0 {
-		return fmt.Errorf("start %q: %w: %s: %w", path, sentinel, f.Msg, errno)
+		// f.Msg already ends with the errno's text: wrap it without
+		// saying it twice.
+		return fmt.Errorf("start %q: %w: %w", path, sentinel, &errnoMessage{f.Msg, errno})
 	}
 	return fmt.Errorf("start %q: %w: %s", path, sentinel, f.Msg)
 }
+
+// errnoMessage is a message that already names its errno, which it unwraps to.
+type errnoMessage struct {
+	msg   string
+	errno syscall.Errno
+}
+
+func (e *errnoMessage) Error() string { return e.msg }
+func (e *errnoMessage) Unwrap() error { return e.errno }

@@ -5,12 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/ncclrun/ncclrun/launcher"
 )
 
 // Set by the Makefile: -ldflags '-X main.version=... -X main.commit=...'.
@@ -259,7 +260,7 @@ func newApp(e *env) *cli.App {
 
 // run is ncclrun with its arguments and stdio; it returns the exit status.
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	e := &env{stdin: stdin, stdout: stdout, stderr: stderr, environ: os.Environ()}
+	e := &env{stdin: stdin, stdout: stdout, stderr: stderr, environ: launcher.Environ()}
 	err := newApp(e).RunContext(context.Background(), normalize(args))
 	return exitStatus(err, stderr)
 }
