@@ -42,4 +42,21 @@ type Facts struct {
 	// devices present (a container that lacks /dev/infiniband still sees
 	// the host's sysfs, so it keeps the diagnosis).
 	NoRDMA bool
+	// RDMAPorts are the RDMA ports preflight saw usable from CMD's view
+	// (verbs node present, port ACTIVE), e.g. "mlx5_0:1"; empty means none
+	// or unknown. Patterns with when "rdma-usable" count only with some.
+	RDMAPorts []string
+	// GDRModule is the GPUDirect RDMA peer-memory module preflight found
+	// on the host: GDRModuleNvMem (nv_peer_mem, or the MLNX_OFED
+	// memory_peers entry every NCCL version detects), GDRModuleNvidiaPeermem
+	// (the inbox nvidia-peermem only, which NCCL 2.19-2.22 do not
+	// detect), GDRModuleNone, or "" (not checked: no GPU or no RDMA device).
+	GDRModule string
 }
+
+// Values of Facts.GDRModule.
+const (
+	GDRModuleNvMem         = "nv_mem"
+	GDRModuleNvidiaPeermem = "nvidia_peermem"
+	GDRModuleNone          = "none"
+)

@@ -46,12 +46,29 @@ const (
 	FactsMemoryRegistration = "memory-registration"
 	// FactsShm: the cause names the size of /dev/shm (Facts.ShmBytes).
 	FactsShm = "shm"
+	// FactsTransport: the cause names the usable RDMA ports preflight saw
+	// (Facts.RDMAPorts) when it saw some.
+	FactsTransport = "transport"
 )
 
 // Values of Pattern.Unless.
 const (
 	// UnlessNoRDMA: ignore the pattern when Facts.Known && Facts.NoRDMA.
 	UnlessNoRDMA = "no-rdma"
+)
+
+// Values of Pattern.When: the pattern counts only under these facts (run
+// knows them; explain never does), so it can say for certain what a log
+// alone leaves open. It is tried in priority order like any pattern, and
+// when its facts do not hold the line goes to the next pattern.
+const (
+	// WhenRDMAUsable: preflight saw a usable RDMA port (Facts.RDMAPorts).
+	WhenRDMAUsable = "rdma-usable"
+	// WhenPeermemLoaded: the host has nvidia-peermem and no nv_mem entry
+	// (Facts.GDRModule == GDRModuleNvidiaPeermem).
+	WhenPeermemLoaded = "peermem-loaded"
+	// WhenNoPeermem: no peer-memory module at all (GDRModuleNone).
+	WhenNoPeermem = "no-peermem"
 )
 
 // ErrCatalog is wrapped by every error ParseCatalog and NewCatalog return.
@@ -147,6 +164,9 @@ type Pattern struct {
 	After []string `json:"after,omitempty"`
 	// Unless names a fact (UnlessNoRDMA) under which the pattern is ignored.
 	Unless string `json:"unless,omitempty"`
+	// When names facts (WhenRDMAUsable, WhenPeermemLoaded, WhenNoPeermem)
+	// without which the pattern is ignored.
+	When string `json:"when,omitempty"`
 	// Priority, Certainty, How, Cause and Fix override the entry's when set;
 	// Note is appended to the entry's cause.
 	Priority  int    `json:"priority,omitempty"`
@@ -159,11 +179,13 @@ type Pattern struct {
 
 // SampleFacts are the Facts an entry's samples are checked under.
 type SampleFacts struct {
-	Known           bool   `json:"known"`
-	MemlockAdequate bool   `json:"memlock_adequate"`
-	NoRDMA          bool   `json:"no_rdma,omitempty"`
-	Seen            string `json:"seen,omitempty"`
-	ShmBytes        int64  `json:"shm_bytes,omitempty"`
+	Known           bool     `json:"known"`
+	MemlockAdequate bool     `json:"memlock_adequate"`
+	NoRDMA          bool     `json:"no_rdma,omitempty"`
+	Seen            string   `json:"seen,omitempty"`
+	ShmBytes        int64    `json:"shm_bytes,omitempty"`
+	RDMAPorts       []string `json:"rdma_ports,omitempty"`
+	GDRModule       string   `json:"gdr_module,omitempty"`
 }
 
 // Facts converts s to Facts (the zero Facts for a nil s).
@@ -171,7 +193,8 @@ func (s *SampleFacts) Facts() Facts {
 	if s == nil {
 		return Facts{}
 	}
-	return Facts{Known: s.Known, MemlockAdequate: s.MemlockAdequate, NoRDMA: s.NoRDMA, Seen: s.Seen, ShmBytes: s.ShmBytes}
+	return Facts{Known: s.Known, MemlockAdequate: s.MemlockAdequate, NoRDMA: s.NoRDMA, Seen: s.Seen, ShmBytes: s.ShmBytes,
+		RDMAPorts: s.RDMAPorts, GDRModule: s.GDRModule}
 }
 
 // Samples are an entry's test lines.
@@ -440,6 +463,11 @@ func compilePattern(ce *centry, p Pattern) (*cpattern, error) {
 	}
 	if p.Unless != "" && p.Unless != UnlessNoRDMA {
 		return nil, fmt.Errorf("%w: %s: unknown unless %q", ErrCatalog, where, p.Unless)
+	}
+	switch p.When {
+	case "", WhenRDMAUsable, WhenPeermemLoaded, WhenNoPeermem:
+	default:
+		return nil, fmt.Errorf("%w: %s: unknown when %q", ErrCatalog, where, p.When)
 	}
 	for _, n := range p.Not {
 		nre, err := regexp.Compile(n)

@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/ncclrun/ncclrun/internal/corpus"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/golden from the current output")
@@ -65,9 +67,28 @@ func checkCorpus(t *testing.T, dir string) {
 	}
 }
 
-// TestCorpus runs the real-log corpus kept in testdata/corpus (65 logs
-// posted publicly, with the causes their threads established).
-func TestCorpus(t *testing.T) { checkCorpus(t, "testdata/corpus") }
+// TestCorpus scores the real-log corpus kept in testdata/corpus (65 logs
+// posted publicly, with the causes their threads established) with the
+// rule of internal/corpus: it prints one row per case and the score, and
+// fails when fewer than 95% of the cases with an expectation have the
+// right id first or when a forbidden id appears anywhere. Every
+// diagnosis also keeps its counts consistent.
+func TestCorpus(t *testing.T) {
+	const dir = "testdata/corpus"
+	cases, err := corpus.Load(dir)
+	require.NoError(t, err)
+	res, err := corpus.Score(cases, func(c corpus.Case) ([]string, error) {
+		ds := explainFile(t, filepath.Join(dir, c.Case+".log"))
+		for _, d := range ds {
+			assert.LessOrEqual(t, d.Count, d.Lines, "%s: %s", c.Case, d.ID)
+			assert.IsNonDecreasing(t, d.Hosts, "%s: %s", c.Case, d.ID)
+		}
+		return ids(ds), nil
+	})
+	require.NoError(t, err)
+	t.Logf("real-log corpus:\n%s", res.Table())
+	assert.NoError(t, res.Err(), "real-log corpus")
+}
 
 // TestGoldenExplainJSON compares explain's JSON for every corpus log with
 // testdata/golden/<case>.json; go test -run Golden -update rewrites them.

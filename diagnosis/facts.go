@@ -76,6 +76,10 @@ func (m *Matcher) snapshot(st *state) Diagnosis {
 		if m.facts.ShmBytes > 0 {
 			d.Cause += " /dev/shm here is " + formatSize(m.facts.ShmBytes) + "."
 		}
+	case FactsTransport:
+		if m.facts.Known && len(m.facts.RDMAPorts) > 0 {
+			d.Cause += " Preflight saw usable RDMA ports here: " + strings.Join(m.facts.RDMAPorts, ", ") + "."
+		}
 	}
 	if certain {
 		d.Certainty = Certain
@@ -89,6 +93,24 @@ func (m *Matcher) snapshot(st *state) Diagnosis {
 	}
 	sort.Strings(d.Hosts)
 	return d
+}
+
+// factsAllow reports whether the facts let pattern p count: its Unless
+// fact does not hold and its When facts do.
+func (m *Matcher) factsAllow(p *cpattern) bool {
+	f := m.facts
+	if p.Unless == UnlessNoRDMA && f.Known && f.NoRDMA {
+		return false
+	}
+	switch p.When {
+	case WhenRDMAUsable:
+		return f.Known && len(f.RDMAPorts) > 0
+	case WhenPeermemLoaded:
+		return f.Known && f.GDRModule == GDRModuleNvidiaPeermem
+	case WhenNoPeermem:
+		return f.Known && f.GDRModule == GDRModuleNone
+	}
+	return true
 }
 
 // formatSize renders bytes as "64 MiB" (binary units).

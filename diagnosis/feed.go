@@ -115,7 +115,7 @@ func (m *Matcher) FeedAll(line []byte) []Diagnosis {
 	var touched *state
 	for _, pi := range cand {
 		p := m.cat.pats[pi]
-		if p.Marker || (p.Unless == UnlessNoRDMA && m.facts.Known && m.facts.NoRDMA) || !p.matches(line) {
+		if p.Marker || !m.factsAllow(p) || !p.matches(line) {
 			continue
 		}
 		touched = m.record(p, line)

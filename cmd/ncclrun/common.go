@@ -205,6 +205,7 @@ func facts(r preflight.Report, minMemlock int64) diagnosis.Facts {
 		_, counted := rd.Details["sysfs_devices"]
 		f.NoRDMA = counted && detailInt(rd.Details, "sysfs_devices") == 0
 	}
+	transportFacts(r, &f)
 	return f
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -15,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/ulikunitz/xz"
 
+	"github.com/ncclrun/ncclrun/internal/corpus"
 	"github.com/ncclrun/ncclrun/internal/testutil"
 )
 
@@ -24,20 +26,6 @@ func corpusDir(t *testing.T) string {
 	d := filepath.Join("..", "..", "diagnosis", "testdata", "corpus")
 	require.FileExists(t, filepath.Join(d, "cases.json"))
 	return d
-}
-
-type corpusCase struct {
-	Case   string   `json:"case"`
-	Expect []string `json:"expect"`
-	Forbid []string `json:"forbid"`
-}
-
-func loadCases(t *testing.T) (string, []corpusCase) {
-	dir := corpusDir(t)
-	var cases []corpusCase
-	require.NoError(t, json.Unmarshal([]byte(mustRead(t, filepath.Join(dir, "cases.json"))), &cases))
-	require.NotEmpty(t, cases)
-	return dir, cases
 }
 
 func explainIDs(t *testing.T, stdout string) []string {
@@ -55,27 +43,24 @@ func explainIDs(t *testing.T, stdout string) []string {
 	return ids
 }
 
+// TestExplainCorpus scores `explain --json` over the real-log corpus with
+// the rule diagnosis's TestCorpus applies (internal/corpus): at least 95%
+// of the expecting cases right first, no forbidden id anywhere, and
+// explain exits 0 on every log.
 func TestExplainCorpus(t *testing.T) {
-	dir, cases := loadCases(t)
-	for _, c := range cases {
-		t.Run(c.Case, func(t *testing.T) {
-			r := ncclrun(t, "explain", "--json", filepath.Join(dir, c.Case+".log"))
-			require.Equal(t, 0, r.code, "stderr: %q", r.stderr)
-			ids := explainIDs(t, r.stdout)
-			// expect lists the right first answers (corpus/README.md).
-			if len(c.Expect) > 0 {
-				require.NotEmpty(t, ids, "want first one of %v", c.Expect)
-				require.Contains(t, c.Expect, ids[0], "first diagnosis of %v", ids)
-			}
-			for _, f := range c.Forbid {
-				if f == "*" {
-					require.Empty(t, ids, "no diagnosis at all")
-					continue
-				}
-				require.NotContains(t, ids, f)
-			}
-		})
-	}
+	dir := corpusDir(t)
+	cases, err := corpus.Load(dir)
+	require.NoError(t, err)
+	res, err := corpus.Score(cases, func(c corpus.Case) ([]string, error) {
+		r := ncclrun(t, "explain", "--json", filepath.Join(dir, c.Case+".log"))
+		if r.code != 0 {
+			return nil, fmt.Errorf("explain exited %d, stderr %q", r.code, r.stderr)
+		}
+		return explainIDs(t, r.stdout), nil
+	})
+	require.NoError(t, err)
+	t.Logf("explain over the real-log corpus:\n%s", res.Table())
+	require.NoError(t, res.Err())
 }
 
 // TestExplainCompressedEqualsPlain: gzip, bzip2, zstd and xz copies (with

@@ -1,0 +1,53 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/ncclrun/ncclrun/diagnosis"
+	"github.com/ncclrun/ncclrun/preflight"
+)
+
+// transportFacts adds what preflight saw of the transports NCCL could use
+// (issue 13): the RDMA ports usable from CMD's view and the GPUDirect RDMA
+// peer-memory module on the host. With them a "No device found" or a
+// socket/tcp fallback on a node with usable ports is a certain
+// degraded-transport, and "GPU Direct RDMA Disabled" names its cause.
+func transportFacts(r preflight.Report, f *diagnosis.Facts) {
+	if rd, ok := r.Check(preflight.IDRDMA); ok {
+		f.RDMAPorts = usablePorts(rd.Details)
+	}
+	if g, ok := r.Check(preflight.IDGPUDirect); ok && g.Status != preflight.Skip {
+		f.GDRModule = gdrModule(g.Details)
+	}
+}
+
+// usablePorts lists the ports NCCL can open: a verbs node in
+// /dev/infiniband and the port ACTIVE (preflight's rule).
+func usablePorts(d map[string]any) []string {
+	devs, _ := d["devices"].([]preflight.RDMADevice)
+	var out []string
+	for _, dev := range devs {
+		if !dev.UverbsPresent {
+			continue
+		}
+		for _, p := range dev.Ports {
+			if p.State == "ACTIVE" {
+				out = append(out, fmt.Sprintf("%s:%d", dev.Name, p.Port))
+			}
+		}
+	}
+	return out
+}
+
+// gdrModule names the peer-memory module the gpudirect check found.
+func gdrModule(d map[string]any) string {
+	for _, k := range []string{"nv_mem", "nv_mem_nc"} {
+		if _, ok := d[k]; ok {
+			return diagnosis.GDRModuleNvMem
+		}
+	}
+	if _, ok := d["nvidia_peermem"]; ok {
+		return diagnosis.GDRModuleNvidiaPeermem
+	}
+	return diagnosis.GDRModuleNone
+}

@@ -1,0 +1,82 @@
+package main
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/ncclrun/ncclrun/diagnosis"
+	"github.com/ncclrun/ncclrun/preflight"
+)
+
+func TestTransportFactsFromDetails(t *testing.T) {
+	dev := func(name string, uverbs bool, states ...string) preflight.RDMADevice {
+		d := preflight.RDMADevice{Name: name, UverbsPresent: uverbs}
+		for i, s := range states {
+			d.Ports = append(d.Ports, preflight.RDMAPort{Port: i + 1, State: s})
+		}
+		return d
+	}
+	tests := []struct {
+		name   string
+		checks []preflight.Result
+		ports  []string
+		module string
+	}{
+		{"nothing checked", nil, nil, ""},
+		{"usable and unusable ports", []preflight.Result{{ID: preflight.IDRDMA, Status: preflight.Warn, Details: map[string]any{"devices": []preflight.RDMADevice{
+			dev("mlx5_0", true, "ACTIVE", "DOWN"), dev("mlx5_1", false, "ACTIVE"), dev("mlx5_2", true, "ACTIVE")}}}},
+			[]string{"mlx5_0:1", "mlx5_2:1"}, ""},
+		{"no devices", []preflight.Result{{ID: preflight.IDRDMA, Status: preflight.Skip, Details: map[string]any{"devices": []preflight.RDMADevice{}, "sysfs_devices": 0}}}, nil, ""},
+		{"gpudirect skipped", []preflight.Result{{ID: preflight.IDGPUDirect, Status: preflight.Skip}}, nil, ""},
+		{"nv_peer_mem", []preflight.Result{{ID: preflight.IDGPUDirect, Status: preflight.OK, Details: map[string]any{"nv_mem": "1.3", "nvidia_peermem": "loaded"}}}, nil, diagnosis.GDRModuleNvMem},
+		{"nvidia_peermem only", []preflight.Result{{ID: preflight.IDGPUDirect, Status: preflight.OK, Details: map[string]any{"nvidia_peermem": "560.35"}}}, nil, diagnosis.GDRModuleNvidiaPeermem},
+		{"no module", []preflight.Result{{ID: preflight.IDGPUDirect, Status: preflight.Warn, Details: map[string]any{"dmabuf_kernel": false}}}, nil, diagnosis.GDRModuleNone},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := facts(preflight.Report{Checks: tt.checks}, 0)
+			assert.Equal(t, tt.ports, f.RDMAPorts)
+			assert.Equal(t, tt.module, f.GDRModule)
+		})
+	}
+}
+
+// TestTransportFactsFromTrees: the preflight testdata trees give the
+// facts their names promise.
+func TestTransportFactsFromTrees(t *testing.T) {
+	for _, tt := range []struct {
+		tree   string
+		usable bool
+		module string
+		first  string // first id for "No device found" in a multi-node job; "" none
+	}{
+		{"ib-node", true, diagnosis.GDRModuleNvidiaPeermem, "degraded-transport"},
+		{"roce-node", true, diagnosis.GDRModuleNvMem, "degraded-transport"},
+		{"no-peermem", true, diagnosis.GDRModuleNone, "degraded-transport"},
+		{"docker-root", false, "", ""}, // no RDMA device at all: the INFO line is expected
+	} {
+		t.Run(tt.tree, func(t *testing.T) {
+			root := filepath.Join("..", "..", "preflight", "testdata", tt.tree)
+			r := preflight.Run(context.Background(), preflight.Options{Root: root, Env: []string{}})
+			f := facts(r, 0)
+			assert.Equal(t, tt.usable, len(f.RDMAPorts) > 0, "ports %v", f.RDMAPorts)
+			if tt.module != "" {
+				assert.Equal(t, tt.module, f.GDRModule)
+			}
+			m := diagnosis.NewMatcher(f)
+			m.Feed([]byte("n1:1:2 [0] NCCL INFO NET/IB : No device found."))
+			ds := m.Diagnoses()
+			if tt.first == "" {
+				assert.Empty(t, ds)
+				return
+			}
+			if assert.NotEmpty(t, ds) {
+				assert.Equal(t, tt.first, ds[0].ID)
+				assert.Equal(t, diagnosis.Certain, ds[0].Certainty)
+			}
+		})
+	}
+}
