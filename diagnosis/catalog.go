@@ -12,6 +12,8 @@ import (
 	"sort"
 	"strings"
 	"sync"
+
+	"github.com/ncclrun/ncclrun/internal/advice"
 )
 
 //go:embed catalog/*.json
@@ -341,6 +343,17 @@ func NewCatalog(entries []Entry) (*Catalog, error) {
 		}
 		if e.Title == "" || e.Cause == "" || e.Fix == "" {
 			return nil, fmt.Errorf("%w: entry %q needs title, cause and fix", ErrCatalog, e.ID)
+		}
+		// Fix texts shared with preflight live in internal/advice.
+		var err error
+		if e.Fix, err = advice.Expand(e.Fix); err != nil {
+			return nil, fmt.Errorf("%w: entry %q: fix: %w", ErrCatalog, e.ID, err)
+		}
+		e.Patterns = append([]Pattern(nil), e.Patterns...)
+		for j := range e.Patterns {
+			if e.Patterns[j].Fix, err = advice.Expand(e.Patterns[j].Fix); err != nil {
+				return nil, fmt.Errorf("%w: entry %q: pattern %d fix: %w", ErrCatalog, e.ID, j, err)
+			}
 		}
 		if e.Certainty == "" {
 			e.Certainty = Certain

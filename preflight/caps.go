@@ -6,6 +6,8 @@ import (
 	"os"
 	"strings"
 
+	"github.com/ncclrun/ncclrun/internal/advice"
+	"github.com/ncclrun/ncclrun/internal/pinrule"
 	"github.com/ncclrun/ncclrun/internal/units"
 )
 
@@ -56,6 +58,8 @@ func gatherCreds(s sysRoot) credFacts {
 // cmdPlan is CMD's computed state plus what preflight learnt on the way.
 type cmdPlan struct {
 	cmd        CommandState
+	cred       pinrule.Cred
+	state      pinrule.Command
 	dropped    bool  // --drop-cap removes CAP_IPC_LOCK
 	switchUID  bool  // --user changes uid or gid
 	lacksSetid bool  // switching needs CAP_SETUID+CAP_SETGID, ncclrun lacks one
@@ -69,19 +73,42 @@ func normCap(s string) string {
 	return strings.TrimPrefix(s, "CAP_")
 }
 
-// planCommand computes the state CMD will start in from ncclrun's own state
-// and the launcher's plan (docs/research/capabilities.md §1.7, §3, §4).
-func planCommand(s sysRoot, c credFacts, plan Plan) cmdPlan {
+// credential describes ncclrun's state for the rule table.
+func credential(c credFacts, kind string) pinrule.Cred {
 	st := c.status
-	p := cmdPlan{cmd: CommandState{UID: st.UID, GID: st.GID, Via: "none", Memlock: c.memlock}}
+	cr := pinrule.Cred{
+		UID: st.UID, GID: st.GID,
+		IPCLock:      st.sets(capIPCLock),
+		Setid:        hasCap(st.Eff, capSetuid) && hasCap(st.Eff, capSetgid),
+		FullBounding: unrestricted(st.Bnd),
+		NoNewPrivs:   st.NoNewPrivs,
+		UserNS:       c.userns,
+		Memlock:      pinrule.Limit(c.memlock), MemlockKnown: c.memlockErr == nil,
+		CredsKnown: c.statusErr == nil,
+		Platform:   advice.Platform(kind),
+	}
+	if c.fileCap != nil {
+		cr.FileCap = pinrule.TriOf(*c.fileCap)
+	}
+	return cr
+}
+
+// planCommand computes the state CMD will start in from ncclrun's own state
+// and the launcher's plan, through the rule table's Command.
+func planCommand(s sysRoot, c credFacts, plan Plan, kind string) cmdPlan {
+	p := cmdPlan{cred: credential(c, kind)}
+	p.cmd.Memlock = c.memlock
 	if plan.Memlock != nil {
 		p.cmd.Memlock, p.limitPlan = *plan.Memlock, true
+		p.cred.Plan.Memlock = true
+		p.cred.Memlock = pinrule.Limit(*plan.Memlock)
 	}
 	for _, d := range plan.DropCaps {
 		if n := normCap(d); n == "IPC_LOCK" || n == "ALL" {
 			p.dropped = true
 		}
 	}
+	p.cred.Plan.DropIPCLock = p.dropped
 	if plan.User != "" {
 		uid, gid, err := plan.UID, plan.GID, error(nil)
 		if !plan.Resolved {
@@ -89,54 +116,35 @@ func planCommand(s sysRoot, c credFacts, plan Plan) cmdPlan {
 		}
 		if err != nil {
 			p.userErr = err
+			p.cred.Plan.Unresolved = true
 		} else {
-			p.switchUID = uid != st.UID || gid != st.GID
-			p.cmd.UID, p.cmd.GID = uid, gid
+			p.cred.Plan.User, p.cred.Plan.UID, p.cred.Plan.GID = true, uid, gid
 		}
 	}
-	if c.statusErr != nil || p.userErr != nil {
-		return p
-	}
-	if p.switchUID && !(hasCap(st.Eff, capSetuid) && hasCap(st.Eff, capSetgid)) {
-		p.lacksSetid = true
-		return p
-	}
-	ipc := st.sets(capIPCLock)
-	switch {
-	case p.dropped, c.userns:
-		// Dropped on purpose, or useless: capable() checks the initial
-		// user namespace (kernel/capability.c).
-	case p.cmd.UID == 0:
-		// Root after execve: P' = bounding | inheritable.
-		if ipc.Bounding || ipc.Inheritable {
-			p.cmd.IPCLockEffective, p.cmd.Via = true, "inherited"
-		}
-	case !p.switchUID && ipc.Effective && ipc.Ambient:
-		p.cmd.IPCLockEffective, p.cmd.Via = true, "inherited"
-	case ipc.Permitted && (ipc.Bounding || ipc.Inheritable):
-		// PR_CAP_AMBIENT_RAISE needs the cap in P and I; capset may add
-		// it to I only when it is in the bounding set or already in I.
-		p.cmd.IPCLockEffective, p.cmd.Via, p.cmd.Ambient = true, "ambient", true
-	}
+	p.state = p.cred.Command()
+	p.switchUID, p.lacksSetid = p.state.SwitchUser, p.state.LacksSetid
+	p.cmd.UID, p.cmd.GID = p.state.UID, p.state.GID
+	p.cmd.IPCLockEffective, p.cmd.Via, p.cmd.Ambient = p.state.IPCLockEffective, p.state.Via, p.state.Ambient
 	return p
 }
 
-// Rules of docs/research/capabilities.md §4 as reported in details.rule.
+// Rules of docs/research/capabilities.md §4 as reported in details.rule
+// (internal/pinrule's table).
 const (
-	ruleUnlimited     = "unlimited"           // row 1
-	ruleRootIPCLock   = "root-ipc-lock"       // row 2
-	ruleInherited     = "ambient-inherited"   // row 3
-	ruleAmbient       = "ambient-raise"       // rows 6, 7
-	ruleFinite        = "finite"              // row 4/5 outcome: enough, not unlimited
-	ruleUserNS        = "userns"              // row 11
-	ruleLimitZero     = "limit-zero"          // row 12
-	ruleNNPFileCap    = "nnp-file-cap"        // row 7b
-	ruleK8sTrap       = "k8s-trap"            // row 8
-	ruleRootNoIPCLock = "root-no-ipc-lock"    // row 9
-	ruleNoIPCLock     = "no-ipc-lock"         // row 10
-	ruleDropped       = "dropped"             // --drop-cap IPC_LOCK
-	ruleNoSetid       = "no-setuid"           // --user without CAP_SETUID/SETGID
-	ruleUnknown       = "unknown-credentials" // status unreadable
+	ruleUnlimited     = pinrule.RuleUnlimited
+	ruleRootIPCLock   = pinrule.RuleRootIPCLock
+	ruleInherited     = pinrule.RuleInherited
+	ruleAmbient       = pinrule.RuleAmbient
+	ruleFinite        = pinrule.RuleFinite
+	ruleUserNS        = pinrule.RuleUserNS
+	ruleLimitZero     = pinrule.RuleLimitZero
+	ruleNNPFileCap    = pinrule.RuleNNPFileCap
+	ruleK8sTrap       = pinrule.RuleK8sTrap
+	ruleRootNoIPCLock = pinrule.RuleRootNoIPCLock
+	ruleNoIPCLock     = pinrule.RuleNoIPCLock
+	ruleDropped       = pinrule.RuleDropped
+	ruleNoSetid       = pinrule.RuleNoSetid
+	ruleUnknown       = pinrule.RuleUnknown
 )
 
 func fmtLimit(r Rlimit) string {
@@ -146,153 +154,140 @@ func fmtLimit(r Rlimit) string {
 	return fmt.Sprintf("%s (soft; hard %s)", units.FormatSize(r.Soft), units.FormatSize(r.Hard))
 }
 
-// raiseFix says how to raise RLIMIT_MEMLOCK on each platform
-// (docs/research/capabilities.md §5).
+// raiseFix says how to raise RLIMIT_MEMLOCK on each platform.
 func raiseFix(kind string) string {
-	switch kind {
-	case "kubernetes":
-		return "Kubernetes has no ulimit field yet, so raise the limit pods inherit from the runtime on the node: a systemd drop-in /etc/systemd/system/containerd.service.d/memlock.conf (or crio.service.d) with `[Service] LimitMEMLOCK=infinity`, then `systemctl daemon-reload && systemctl restart containerd`; CRI-O alternatively `default_ulimits = [\"memlock=-1:-1\"]`"
-	case "docker":
-		return "start the container with `docker run --ulimit memlock=-1:-1` (compose: `ulimits: {memlock: {soft: -1, hard: -1}}`; for all containers: `\"default-ulimits\": {\"memlock\": {\"Name\": \"memlock\", \"Soft\": -1, \"Hard\": -1}}` in /etc/docker/daemon.json)"
-	case "slurm":
-		return "set `PropagateResourceLimitsExcept=MEMLOCK` in slurm.conf and run slurmd with `LimitMEMLOCK=infinity` (check: `grep 'locked memory' /proc/$(pidof slurmd)/limits`); per job `ulimit -l unlimited` works only where the hard limit allows it"
-	default:
-		return "set `* soft memlock unlimited` and `* hard memlock unlimited` in /etc/security/limits.d/90-rdma.conf (login and ssh sessions) and `LimitMEMLOCK=infinity` in the unit of a systemd service"
-	}
+	return advice.Text(advice.RaiseMemlock, advice.Platform(kind), advice.Who{})
 }
 
-// ambientFix says how to let ncclrun hand CAP_IPC_LOCK to a non-root CMD.
-func ambientFix(kind string, uid, gid int) string {
-	switch kind {
-	case "kubernetes":
-		return fmt.Sprintf("run the container as root with `securityContext: {runAsUser: 0, allowPrivilegeEscalation: false, capabilities: {drop: [ALL], add: [IPC_LOCK, SETUID, SETGID]}}` and start `ncclrun --user=%d:%d -- ...`, so ncclrun gives CMD CAP_IPC_LOCK as an ambient capability; or `setcap cap_ipc_lock+p` on ncclrun in the image (+p, never +ep) with `capabilities.add: [IPC_LOCK]`", uid, gid)
-	case "docker":
-		return fmt.Sprintf("run the container as root with `--cap-add IPC_LOCK` and start `ncclrun --user=%d:%d -- ...`, so ncclrun gives CMD CAP_IPC_LOCK as an ambient capability; or `setcap cap_ipc_lock+p` on ncclrun in the image (+p, never +ep) and keep `--cap-add IPC_LOCK`", uid, gid)
-	default:
-		return "`setcap cap_ipc_lock+p` on the ncclrun binary (+p, never +ep), so ncclrun gives CMD CAP_IPC_LOCK as an ambient capability"
-	}
-}
-
-func addCapFix(kind string) string {
-	switch kind {
-	case "kubernetes":
-		return "add the capability to the root container: `securityContext: {capabilities: {add: [IPC_LOCK]}}`"
-	case "docker":
-		return "add the capability to the root container: `docker run --cap-add IPC_LOCK`"
-	default:
-		return "give the process CAP_IPC_LOCK"
-	}
-}
-
-// memlockVerdict is the decision of docs/research/capabilities.md §4.
+// memlockVerdict is the table's decision with its words.
 type memlockVerdict struct {
 	rule    string
 	status  Status
 	summary string
 	fix     string
+	judged  bool
+	cause   bool // the capability state is why memlock fails
 }
 
-func decideMemlock(c credFacts, p cmdPlan, min int64, kind string) memlockVerdict {
+// fixText joins the row's fixes in its order.
+func fixText(fixes []advice.Fix, kind string, w advice.Who) string {
+	parts := make([]string, 0, len(fixes))
+	for _, f := range fixes {
+		parts = append(parts, advice.Text(f, advice.Platform(kind), w))
+	}
+	return strings.Join(parts, "; or ")
+}
+
+func decideMemlock(c credFacts, p cmdPlan, min int64, kind string, rdma bool, judge bool) memlockVerdict {
+	cred := p.cred
+	cred.RDMA, cred.Judge = pinrule.TriOf(rdma), judge
+	pv := pinrule.Decide(cred, min)
+	v := wordMemlock(c, p, pv, min, kind)
+	v.rule, v.judged, v.cause = pv.Rule, pv.Judged, pv.CapabilityCause
+	if !pv.Judged {
+		what := "it would pass"
+		if v.status == Fail {
+			what = "it would fail"
+		} else if v.status == Warn {
+			what = "it would warn"
+		}
+		v.summary = fmt.Sprintf("Not judged: no RDMA device, so NCCL uses sockets and registers no memory, and RLIMIT_MEMLOCK does not matter (with an HCA %s: %s)", what, lowerFirst(v.summary))
+		v.fix = ""
+	}
+	v.status = Status(pv.Status)
+	return v
+}
+
+// wordMemlock writes the summary and fix of the row the table chose.
+func wordMemlock(c credFacts, p cmdPlan, pv pinrule.Verdict, min int64, kind string) memlockVerdict {
 	lim := p.cmd.Memlock
 	st := c.status
-	ipc := st.sets(capIPCLock)
 	cmdUID := p.cmd.UID
 	who := fmt.Sprintf("uid %d", cmdUID)
 	if cmdUID == 0 {
 		who = "root"
 	}
+	w := advice.Who{UID: cmdUID, GID: p.cmd.GID}
 	limWord := "RLIMIT_MEMLOCK is " + fmtLimit(lim)
 	if p.limitPlan {
 		limWord = "RLIMIT_MEMLOCK for CMD is " + fmtLimit(lim) + " (--memlock)"
 	}
 	cannot := ": NCCL cannot register memory (ibv_reg_mr fails with Cannot allocate memory)"
-	switch {
-	case lim.Soft == Unlimited && c.memlockErr == nil:
-		return memlockVerdict{rule: ruleUnlimited, status: OK, summary: limWord + ": NCCL can register memory"}
-	case p.cmd.IPCLockEffective:
-		v := memlockVerdict{status: OK}
+	v := memlockVerdict{status: Status(pv.RowStatus)}
+	fix := fixText(pv.Fixes, kind, w)
+	switch pv.Rule {
+	case ruleUnlimited:
+		v.summary = limWord + ": NCCL can register memory"
+	case ruleAmbient:
+		v.summary = fmt.Sprintf("%s but ncclrun starts CMD (%s) with CAP_IPC_LOCK in its ambient set, so the limit is not enforced", limWord, who)
+	case ruleRootIPCLock:
+		v.summary = fmt.Sprintf("%s but CMD (root) holds CAP_IPC_LOCK effective, so the limit is not enforced", limWord)
+	case ruleInherited:
+		v.summary = fmt.Sprintf("%s but CMD (%s) inherits CAP_IPC_LOCK from the ambient set, so the limit is not enforced", limWord, who)
+	case ruleUnknown:
+		v.fix = fix
 		switch {
-		case p.cmd.Via == "ambient":
-			v.rule = ruleAmbient
-			v.summary = fmt.Sprintf("%s but ncclrun starts CMD (%s) with CAP_IPC_LOCK in its ambient set, so the limit is not enforced", limWord, who)
-		case cmdUID == 0:
-			v.rule = ruleRootIPCLock
-			v.summary = fmt.Sprintf("%s but CMD (root) holds CAP_IPC_LOCK effective, so the limit is not enforced", limWord)
+		case c.memlockErr != nil:
+			tail := " and CMD will not hold CAP_IPC_LOCK"
+			if c.statusErr != nil {
+				tail = "; the credentials could not be read either"
+			}
+			v.summary = fmt.Sprintf("RLIMIT_MEMLOCK could not be read (%v)%s", c.memlockErr, tail)
+		case lim.Soft >= min:
+			v.summary = fmt.Sprintf("%s, enough for the %s minimum; the credentials could not be read (%v)", limWord, units.FormatSize(min), c.statusErr)
 		default:
-			v.rule = ruleInherited
-			v.summary = fmt.Sprintf("%s but CMD (%s) inherits CAP_IPC_LOCK from the ambient set, so the limit is not enforced", limWord, who)
+			v.summary = fmt.Sprintf("%s, below the %s minimum, and the credentials could not be read (%v), so whether CAP_IPC_LOCK bypasses it is unknown", limWord, units.FormatSize(min), c.statusErr)
 		}
-		return v
-	case c.memlockErr != nil:
-		tail := " and CMD will not hold CAP_IPC_LOCK"
-		if c.statusErr != nil {
-			tail = "; the credentials could not be read either"
+	case ruleLimitZero:
+		v.summary = fmt.Sprintf("%s and CMD has no CAP_IPC_LOCK: ibv_reg_mr and mlock fail with Operation not permitted (EPERM)", limWord)
+		v.fix = fix
+	case ruleUserNS:
+		v.summary = fmt.Sprintf("%s in a user namespace, where capabilities neither bypass nor raise it%s", limWord, cannot)
+		if v.status == Warn {
+			v.summary = fmt.Sprintf("%s in a user namespace, where capabilities neither bypass nor raise it; NCCL recommends unlimited", limWord)
 		}
-		return memlockVerdict{rule: ruleUnknown, status: Warn, summary: fmt.Sprintf("RLIMIT_MEMLOCK could not be read (%v)%s", c.memlockErr, tail), fix: raiseFix(kind)}
-	case c.statusErr != nil:
-		if lim.Soft >= min {
-			return memlockVerdict{rule: ruleUnknown, status: Warn, summary: fmt.Sprintf("%s, enough for the %s minimum; the credentials could not be read (%v)", limWord, units.FormatSize(min), c.statusErr), fix: raiseFix(kind)}
+		v.fix = "this is a user-namespaced container (Kubernetes `hostUsers: false`, rootless Docker or Podman): set the limit where the container is started, or use `hostUsers: true`; " + fix
+	case ruleFinite:
+		v.summary = fmt.Sprintf("%s: enough for the %s minimum but not unlimited, as NCCL recommends", limWord, units.FormatSize(min))
+		v.fix = fix
+	case ruleNoSetid:
+		v.summary = fmt.Sprintf("%s and ncclrun cannot switch to uid %d to hand it CAP_IPC_LOCK (no CAP_SETUID/CAP_SETGID)%s", limWord, cmdUID, cannot)
+		v.fix = fix
+	case ruleDropped:
+		v.summary = fmt.Sprintf("%s and --drop-cap removes CAP_IPC_LOCK from CMD%s", limWord, cannot)
+		v.fix = "this reproduces a container without CAP_IPC_LOCK; in production " + raiseFix(kind)
+	case ruleNNPFileCap:
+		v.summary = fmt.Sprintf("%s and ncclrun's file capability was ignored because no_new_privs is set and the process that started ncclrun did not hold CAP_IPC_LOCK%s", limWord, cannot)
+		if kind != "docker" {
+			// ncclrun already carries cap_ipc_lock+p: the remedy is the
+			// way it is started, not another setcap.
+			v.summary += "; ncclrun already carries cap_ipc_lock+p, so a shell or another program between the runtime and ncclrun is what loses it"
 		}
-		return memlockVerdict{rule: ruleUnknown, status: Warn, summary: fmt.Sprintf("%s, below the %s minimum, and the credentials could not be read (%v), so whether CAP_IPC_LOCK bypasses it is unknown", limWord, units.FormatSize(min), c.statusErr), fix: raiseFix(kind)}
-	case lim.Soft == 0:
-		return memlockVerdict{rule: ruleLimitZero, status: Fail,
-			summary: fmt.Sprintf("%s and CMD has no CAP_IPC_LOCK: ibv_reg_mr and mlock fail with Operation not permitted (EPERM)", limWord),
-			fix:     raiseFix(kind)}
-	case c.userns:
-		v := memlockVerdict{rule: ruleUserNS, status: Fail,
-			summary: fmt.Sprintf("%s in a user namespace, where capabilities neither bypass nor raise it%s", limWord, cannot),
-			fix:     "this is a user-namespaced container (Kubernetes `hostUsers: false`, rootless Docker or Podman): set the limit where the container is started, or use `hostUsers: true`; " + raiseFix(kind)}
-		if lim.Soft >= min {
-			v.status, v.summary = Warn, fmt.Sprintf("%s in a user namespace, where capabilities neither bypass nor raise it; NCCL recommends unlimited", limWord)
+		v.fix = fix
+	case ruleK8sTrap:
+		v.summary = fmt.Sprintf("%s and CAP_IPC_LOCK is in the bounding set only for %s%s", limWord, who, cannot)
+		v.fix = "Kubernetes and Docker do not raise an added capability into a non-root user's ambient set (kubernetes/kubernetes#56374), so `capabilities.add: [IPC_LOCK]` or `--cap-add IPC_LOCK` has no effect for " + who
+		if kind == "kubernetes" {
+			// Issue 14 item 3: the CRI spec held it in permitted too.
+			v.fix += " (the CRI runtime put IPC_LOCK in the bounding, permitted and effective sets of the container's first process; a non-root exec keeps only the bounding set unless the exec'd file carries the capability, which is why ncclrun's cap_ipc_lock+p works)"
 		}
-		return v
-	case lim.Soft >= min:
-		return memlockVerdict{rule: ruleFinite, status: Warn,
-			summary: fmt.Sprintf("%s: enough for the %s minimum but not unlimited, as NCCL recommends", limWord, units.FormatSize(min)),
-			fix:     raiseFix(kind)}
-	case p.lacksSetid:
-		return memlockVerdict{rule: ruleNoSetid, status: Fail,
-			summary: fmt.Sprintf("%s and ncclrun cannot switch to uid %d to hand it CAP_IPC_LOCK (no CAP_SETUID/CAP_SETGID)%s", limWord, cmdUID, cannot),
-			fix:     "add SETUID and SETGID to the container's capabilities (Kubernetes: `capabilities.add: [IPC_LOCK, SETUID, SETGID]`), or " + raiseFix(kind)}
-	case p.dropped:
-		return memlockVerdict{rule: ruleDropped, status: Fail,
-			summary: fmt.Sprintf("%s and --drop-cap removes CAP_IPC_LOCK from CMD%s", limWord, cannot),
-			fix:     "this reproduces a container without CAP_IPC_LOCK; in production " + raiseFix(kind)}
-	case cmdUID != 0 && ipc.Bounding && !ipc.Permitted && !unrestricted(st.Bnd) && st.NoNewPrivs && c.fileCap != nil && *c.fileCap:
-		v := memlockVerdict{rule: ruleNNPFileCap, status: Fail,
-			summary: fmt.Sprintf("%s and ncclrun's file capability was ignored because no_new_privs is set and the process that started ncclrun did not hold CAP_IPC_LOCK%s", limWord, cannot),
-			fix:     "make ncclrun the container's command in exec form (no shell in between; runc then execs it holding CAP_IPC_LOCK) or set `allowPrivilegeEscalation: false` to true; otherwise " + ambientFix(kind, cmdUID, p.cmd.GID) + "; or " + raiseFix(kind)}
-		if kind == "docker" {
-			// Seen on a real engine (docs/containers.md): Docker puts a
-			// non-root user's added capabilities in the bounding set only,
-			// so runc-init never holds IPC_LOCK and no_new_privs blocks the
-			// file capability even when ncclrun is the exec-form entrypoint.
-			v.fix = "Docker gives a non-root user's added capabilities to the bounding set only, so under `--security-opt no-new-privileges` the file capability on ncclrun is ignored however ncclrun is started: drop `no-new-privileges`; or " + fmt.Sprintf("run the container as root with `--cap-add IPC_LOCK` (and SETUID, SETGID if you drop ALL) and start `ncclrun --user=%d:%d -- ...`, so ncclrun gives CMD CAP_IPC_LOCK as an ambient capability", cmdUID, p.cmd.GID) + "; or " + raiseFix(kind)
-		}
-		return v
-	case cmdUID != 0 && ipc.Bounding && !ipc.Permitted && !unrestricted(st.Bnd):
-		v := memlockVerdict{rule: ruleK8sTrap, status: Fail,
-			summary: fmt.Sprintf("%s and CAP_IPC_LOCK is in the bounding set only for %s%s", limWord, who, cannot),
-			fix:     "Kubernetes and Docker do not raise an added capability into a non-root user's ambient set (kubernetes/kubernetes#56374), so `capabilities.add: [IPC_LOCK]` or `--cap-add IPC_LOCK` has no effect for " + who + ". Fix: " + ambientFix(kind, cmdUID, p.cmd.GID) + "; or " + raiseFix(kind)}
+		v.fix += ". Fix: " + fix
 		if st.NoNewPrivs && kind == "docker" {
 			v.fix += ". With no_new_privs set (`--security-opt no-new-privileges`) Docker ignores a file capability on ncclrun, even as the exec-form entrypoint"
 		} else if st.NoNewPrivs {
 			v.fix += ". With no_new_privs set (allowPrivilegeEscalation: false) a file capability on ncclrun works only when ncclrun is the container's command in exec form"
 		}
-		return v
-	case cmdUID == 0 && !ipc.Bounding:
-		return memlockVerdict{rule: ruleRootNoIPCLock, status: Fail,
-			summary: fmt.Sprintf("%s and root has no CAP_IPC_LOCK (not in the bounding set, as with Docker's and containerd's default capabilities)%s", limWord, cannot),
-			fix:     addCapFix(kind) + ", or " + raiseFix(kind)}
-	default:
-		fix := raiseFix(kind)
+	case ruleRootNoIPCLock:
+		v.summary = fmt.Sprintf("%s and root has no CAP_IPC_LOCK (not in the bounding set, as with Docker's and containerd's default capabilities)%s", limWord, cannot)
+		v.fix = advice.Text(advice.AddIPCLock, advice.Platform(kind), w) + ", or " + raiseFix(kind)
+	default: // ruleNoIPCLock
+		v.summary = fmt.Sprintf("%s and %s has no CAP_IPC_LOCK%s", limWord, who, cannot)
+		v.fix = raiseFix(kind)
 		if cmdUID != 0 && kind != "host" && kind != "slurm" {
-			fix += "; or " + ambientFix(kind, cmdUID, p.cmd.GID)
+			v.fix += "; or " + advice.Text(advice.Ambient, advice.Platform(kind), w)
 		}
-		return memlockVerdict{rule: ruleNoIPCLock, status: Fail,
-			summary: fmt.Sprintf("%s and %s has no CAP_IPC_LOCK%s", limWord, who, cannot),
-			fix:     fix}
 	}
+	return v
 }
 
 // unrestricted reports whether a bounding set is a host's full set (it holds
@@ -318,7 +313,13 @@ func checkMemlock(opts Options, c credFacts, p cmdPlan, kind string) (Result, me
 	if min <= 0 {
 		min = DefaultMinMemlock
 	}
-	v := decideMemlock(c, p, min, kind)
+	s := newRoot(opts.Root)
+	devs, _ := s.list("sys/class/infiniband")
+	// Issue 12 item 1: memlock matters only where NCCL registers memory
+	// with an HCA, unless the user asked for the verdict: --min-memlock,
+	// --probe, or --memlock/--drop-cap IPC_LOCK reproducing a container.
+	judge := opts.MinMemlock > 0 || opts.Probe > 0 || p.limitPlan || p.dropped
+	v := decideMemlock(c, p, min, kind, len(devs) > 0, judge)
 	before := c.memlock
 	if opts.MemlockBefore != nil {
 		before = *opts.MemlockBefore
@@ -334,6 +335,9 @@ func checkMemlock(opts Options, c credFacts, p cmdPlan, kind string) (Result, me
 	if c.memlockErr != nil {
 		d["error"] = c.memlockErr.Error()
 	}
+	if !v.judged {
+		d["not_judged"] = "no RDMA device"
+	}
 	if c.raiseSimulated {
 		d["raise"] = "simulated: ncclrun run raises the soft limit to the hard limit"
 	}
@@ -347,7 +351,7 @@ func checkMemlock(opts Options, c credFacts, p cmdPlan, kind string) (Result, me
 	res := Result{ID: IDMemlock, Status: v.status, Summary: v.summary, Fix: v.fix, Details: d}
 	if opts.Probe > 0 {
 		switch {
-		case !newRoot(opts.Root).live:
+		case !s.live:
 			d["probe"] = "skipped: --root reads a snapshot, probes need the live system"
 		case opts.Prober == nil:
 			d["probe"] = "skipped: no prober was given"
@@ -434,15 +438,14 @@ func checkCapabilities(c credFacts, p cmdPlan, v memlockVerdict, kind string) Re
 	if p.lacksSetid {
 		r.Status = Fail
 		r.Summary = fmt.Sprintf("ncclrun (uid %d) must switch CMD to uid %d gid %d but lacks CAP_SETUID or CAP_SETGID", st.UID, p.cmd.UID, p.cmd.GID)
-		r.Fix = "add SETUID and SETGID to the container's capabilities (Kubernetes: `capabilities.add: [IPC_LOCK, SETUID, SETGID]`)"
+		r.Fix = advice.Text(advice.AddSetid, advice.Platform(kind), advice.Who{})
 		return r
 	}
-	if v.status == Fail {
-		switch v.rule {
-		case ruleK8sTrap, ruleNNPFileCap, ruleRootNoIPCLock, ruleUserNS, ruleDropped:
-			r.Status = Warn
-			r.Fix = v.fix
-		}
+	if v.cause {
+		// Issue 14 item 4: the capabilities verdict follows the memlock
+		// decision; one cause makes one failure, so this one warns.
+		r.Status = Warn
+		r.Fix = v.fix
 	}
 	return r
 }

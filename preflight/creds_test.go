@@ -99,6 +99,13 @@ func TestRealCredentialStates(t *testing.T) {
 		want: want{memlock: Fail, rule: ruleK8sTrap, via: "none", uid: 1000, cmdUID: 1000,
 			ipcLock: CapSets{Bounding: true}, probeOK: false, capsStatus: Warn},
 	}, {
+		// Issue 14 item 4: nothing added, IPC_LOCK not even in the bounding
+		// set: memlock fails as in the trap, and capabilities warns as in it.
+		name:    "uid 1000, drop ALL, nothing added",
+		setpriv: []string{"--reuid", "1000", "--regid", "1000", "--clear-groups", "--inh-caps=-all", "--bounding-set", "-all"},
+		want: want{memlock: Fail, rule: ruleNoIPCLock, via: "none", uid: 1000, cmdUID: 1000,
+			ipcLock: CapSets{}, probeOK: false, capsStatus: Warn},
+	}, {
 		name:    "uid 1000 with IPC_LOCK inheritable and ambient",
 		setpriv: []string{"--reuid", "1000", "--regid", "1000", "--clear-groups", "--inh-caps=-all,+ipc_lock", "--ambient-caps", "+ipc_lock"},
 		want: want{memlock: OK, rule: ruleInherited, via: "inherited", uid: 1000, cmdUID: 1000,
@@ -192,12 +199,59 @@ func TestRealCredentialStates(t *testing.T) {
 			assert.EqualValues(t, tc.want.cmdUID, cmdState["uid"])
 			assert.Equal(t, tc.want.via != "none", cmdState["ipc_lock_effective"])
 			assert.Equal(t, tc.want.ambient, out.Ambient)
+			if tc.want.rule == ruleNNPFileCap && out.Report.Environment.Kind != "docker" {
+				// Issue 14 item 3: the file capability is already there;
+				// the fix is the way ncclrun is started, not another setcap.
+				assert.NotContains(t, mem.Fix, "setcap")
+				assert.Contains(t, mem.Fix, "exec form")
+				assert.Contains(t, mem.Summary, "already carries cap_ipc_lock+p")
+			}
 			if tc.want.rule == ruleNNPFileCap && out.Report.Environment.Kind == "docker" {
 				// Docker keeps a non-root user's added capabilities in the
 				// bounding set only: exec form does not help there.
 				assert.Contains(t, mem.Fix, "bounding set only")
 				assert.NotContains(t, mem.Fix, "exec form")
 			}
+		})
+	}
+}
+
+// TestRealCredentialsWithoutRDMA: issue 12 item 1 in real credential
+// states. On a node without any RDMA device, with no --probe and no
+// --min-memlock, the trap and a user without any capability fail nothing:
+// memlock is skip with the reason, capabilities ok.
+func TestRealCredentialsWithoutRDMA(t *testing.T) {
+	testutil.RequireRoot(t)
+	prlimit := testutil.RequireTool(t, "prlimit")
+	setpriv := testutil.RequireTool(t, "setpriv")
+	if ents, _ := os.ReadDir("/sys/class/infiniband"); len(ents) > 0 {
+		t.Skip("this node has RDMA devices: memlock is judged here")
+	}
+	bin := helperBinary(t)
+	for _, tc := range []struct {
+		name, rule string
+		setpriv    []string
+	}{
+		{"kubernetes trap", ruleK8sTrap, []string{"--reuid", "1000", "--regid", "1000", "--clear-groups", "--inh-caps=-all", "--bounding-set", "-all,+ipc_lock"}},
+		{"uid 1000 without any capability", ruleNoIPCLock, []string{"--reuid", "1000", "--regid", "1000", "--clear-groups", "--inh-caps=-all", "--bounding-set", "-all"}},
+		{"docker default root", ruleRootNoIPCLock, []string{"--bounding-set", "-ipc_lock,-sys_resource", "--inh-caps=-all"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append(append([]string{"--memlock=65536:65536", setpriv}, tc.setpriv...), "--", bin, "-test.run=^$")
+			cmd := exec.Command(prlimit, args...)
+			cmd.Env = []string{helperEnv + "=report", "PATH=/usr/bin:/bin"}
+			var stdout, stderr bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			require.NoError(t, cmd.Run(), "stderr: %s", stderr.String())
+			var out helperOutput
+			require.NoError(t, json.Unmarshal(stdout.Bytes(), &out), stdout.String())
+			mem, _ := out.Report.Check(IDMemlock)
+			caps, _ := out.Report.Check(IDCapabilities)
+			assert.Equal(t, Skip, mem.Status, mem.Summary)
+			assert.Equal(t, tc.rule, mem.Details["rule"])
+			assert.Contains(t, mem.Summary, "no RDMA device")
+			assert.Equal(t, OK, caps.Status, caps.Summary)
+			assert.False(t, out.Report.Failed())
 		})
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"io"
 	"strconv"
 	"strings"
+
+	"github.com/ncclrun/ncclrun/internal/pinrule"
 )
 
 // Capability numbers (include/uapi/linux/capability.h).
@@ -121,13 +123,7 @@ func hasCap(mask uint64, c int) bool { return mask&(1<<uint(c)) != 0 }
 
 // CapSets are the five capability sets of one capability, as booleans
 // (capabilities.details.ipc_lock and .sys_resource).
-type CapSets struct {
-	Effective   bool `json:"effective"`
-	Permitted   bool `json:"permitted"`
-	Inheritable bool `json:"inheritable"`
-	Bounding    bool `json:"bounding"`
-	Ambient     bool `json:"ambient"`
-}
+type CapSets = pinrule.CapSets
 
 func (st procStatus) sets(c int) CapSets {
 	return CapSets{

@@ -44,7 +44,7 @@ func Run(ctx context.Context, opts Options) Report {
 		creds.memlock.Soft = creds.memlock.Hard
 		creds.raiseSimulated = true
 	}
-	plan := planCommand(s, creds, opts.Plan)
+	plan := planCommand(s, creds, opts.Plan, kind)
 	rep.Command = plan.cmd
 
 	type step struct {

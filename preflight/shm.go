@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/ncclrun/ncclrun/internal/advice"
 	"github.com/ncclrun/ncclrun/internal/units"
 )
 
@@ -189,16 +190,7 @@ func shmSize(s sysRoot) (size int64, source string, err error) {
 }
 
 func shmFix(kind string) string {
-	switch kind {
-	case "kubernetes":
-		return "mount a memory-backed emptyDir at /dev/shm: `volumes: [{name: dshm, emptyDir: {medium: Memory, sizeLimit: 1Gi}}]` and `volumeMounts: [{name: dshm, mountPath: /dev/shm}]`"
-	case "docker":
-		return "start the container with `docker run --shm-size=1g` (or `--ipc=host`); compose: `shm_size: 1gb`"
-	case "slurm":
-		return "give the job's container a larger /dev/shm (enroot/pyxis use the host's /dev/shm unless a mount hook replaces it; check `df -h /dev/shm` on the node)"
-	default:
-		return "grow /dev/shm: `mount -o remount,size=1G /dev/shm` (persist it in /etc/fstab)"
-	}
+	return advice.Text(advice.ShmSize, advice.Platform(kind), advice.Who{})
 }
 
 func checkShm(s sysRoot, gpus int, kind string) Result {

@@ -72,6 +72,9 @@ func TestTrees(t *testing.T) {
 		rule     string
 		via      string
 		suggest  []EnvSuggestion
+		// min is --min-memlock: given, memlock is judged without an RDMA
+		// device too (TestNoRDMANotJudged has these trees without it).
+		min int64
 	}{
 		{tree: "ib-node", kind: "host", statuses: all(nil), rule: ruleUnlimited, via: "inherited"},
 		{tree: "roce-node", kind: "docker", statuses: all(nil), rule: ruleUnlimited, via: "inherited"},
@@ -84,10 +87,10 @@ func TestTrees(t *testing.T) {
 		{tree: "shm-64m", kind: "docker", statuses: all(map[string]Status{IDShm: Fail, IDRDMA: Skip, IDGPUDirect: Skip}), rule: ruleUnlimited, via: "inherited"},
 		{tree: "no-peermem", kind: "host", statuses: all(map[string]Status{IDGPUDirect: Warn}), rule: ruleUnlimited, via: "inherited"},
 		{tree: "k8s-trap", kind: "kubernetes", statuses: all(map[string]Status{IDMemlock: Fail, IDCapabilities: Warn, IDShm: OK}), rule: ruleK8sTrap, via: "none"},
-		{tree: "docker-root", kind: "docker", statuses: all(map[string]Status{IDMemlock: Fail, IDCapabilities: Warn, IDShm: Warn, IDRDMA: Skip, IDGPU: Skip, IDGPUDirect: Skip}), rule: ruleRootNoIPCLock, via: "none"},
+		{tree: "docker-root", kind: "docker", statuses: all(map[string]Status{IDMemlock: Fail, IDCapabilities: Warn, IDShm: Warn, IDRDMA: Skip, IDGPU: Skip, IDGPUDirect: Skip}), rule: ruleRootNoIPCLock, via: "none", min: DefaultMinMemlock},
 		{tree: "slurm", env: []string{"SLURM_JOB_ID=42", "SLURM_PROCID=0"}, kind: "slurm", statuses: all(map[string]Status{IDRDMA: Skip, IDGPUDirect: Skip}), rule: ruleUnlimited, via: "none"},
-		{tree: "userns", kind: "docker", statuses: all(map[string]Status{IDMemlock: Fail, IDCapabilities: Warn, IDShm: Warn, IDRDMA: Skip, IDGPU: Skip, IDGPUDirect: Skip}), rule: ruleUserNS, via: "none"},
-		{tree: "nnp", kind: "kubernetes", statuses: all(map[string]Status{IDMemlock: Fail, IDCapabilities: Warn, IDShm: OK, IDRDMA: Skip, IDGPU: Skip, IDGPUDirect: Skip}), rule: ruleK8sTrap, via: "none"},
+		{tree: "userns", kind: "docker", statuses: all(map[string]Status{IDMemlock: Fail, IDCapabilities: Warn, IDShm: Warn, IDRDMA: Skip, IDGPU: Skip, IDGPUDirect: Skip}), rule: ruleUserNS, via: "none", min: DefaultMinMemlock},
+		{tree: "nnp", kind: "kubernetes", statuses: all(map[string]Status{IDMemlock: Fail, IDCapabilities: Warn, IDShm: OK, IDRDMA: Skip, IDGPU: Skip, IDGPUDirect: Skip}), rule: ruleK8sTrap, via: "none", min: DefaultMinMemlock},
 		{tree: "garbled", kind: "host", statuses: map[string]Status{IDEnvironment: OK, IDMemlock: Warn, IDCapabilities: Warn, IDRDMA: Fail, IDShm: Warn, IDGPU: OK, IDGPUDirect: Warn, IDNetwork: Fail}, rule: ruleUnknown, via: "none"},
 	}
 	for _, tc := range cases {
@@ -96,7 +99,7 @@ func TestTrees(t *testing.T) {
 			if env == nil {
 				env = []string{}
 			}
-			r := Run(context.Background(), Options{Root: filepath.Join("testdata", tc.tree), Env: env})
+			r := Run(context.Background(), Options{Root: filepath.Join("testdata", tc.tree), Env: env, MinMemlock: tc.min})
 			assert.Equal(t, tc.kind, r.Environment.Kind, r.Environment.Reason)
 			assert.Equal(t, tc.statuses, statuses(r))
 			assert.Equal(t, tc.rule, rule(t, r))
@@ -175,14 +178,14 @@ func TestTreeResults(t *testing.T) {
 		assert.Equal(t, Unlimited, got.Details["hard_before"])
 	})
 	t.Run("nnp mentions no_new_privs", func(t *testing.T) {
-		r := Run(context.Background(), Options{Root: "testdata/nnp", Env: []string{}})
+		r := Run(context.Background(), Options{Root: "testdata/nnp", Env: []string{}, MinMemlock: DefaultMinMemlock})
 		got, _ := r.Check(IDMemlock)
 		assert.Contains(t, got.Fix, "no_new_privs")
 		caps, _ := r.Check(IDCapabilities)
 		assert.Equal(t, true, caps.Details["no_new_privs"])
 	})
 	t.Run("userns", func(t *testing.T) {
-		r := Run(context.Background(), Options{Root: "testdata/userns", Env: []string{}})
+		r := Run(context.Background(), Options{Root: "testdata/userns", Env: []string{}, MinMemlock: DefaultMinMemlock})
 		got, _ := r.Check(IDMemlock)
 		assert.Equal(t, "RLIMIT_MEMLOCK is 8 MiB (soft=hard) in a user namespace, where capabilities neither bypass nor raise it: NCCL cannot register memory (ibv_reg_mr fails with Cannot allocate memory)", got.Summary)
 		assert.Contains(t, got.Fix, "hostUsers: true")
@@ -218,7 +221,7 @@ func TestPlans(t *testing.T) {
 		cmdUID    int
 		summaryIn string
 	}{
-		{name: "limit zero", tree: "docker-root", files: map[string]string{"proc/self/limits": "Max locked memory 0 0 bytes\n"},
+		{name: "limit zero", tree: "docker-root", files: withRDMA(map[string]string{"proc/self/limits": "Max locked memory 0 0 bytes\n"}),
 			memlock: Fail, caps: OK, rule: ruleLimitZero, via: "none", summaryIn: "Operation not permitted (EPERM)"},
 		{name: "--user from root hands IPC_LOCK over as ambient", tree: "ib-node", plan: Plan{User: "trainer", Memlock: kib64},
 			memlock: OK, caps: OK, rule: ruleAmbient, via: "ambient", ambient: true, cmdUID: 1000, summaryIn: "ambient set"},
@@ -226,14 +229,19 @@ func TestPlans(t *testing.T) {
 			memlock: Fail, caps: Warn, rule: ruleDropped, via: "none", summaryIn: "--drop-cap"},
 		{name: "--drop-cap ALL with enough memlock", tree: "ib-node", plan: Plan{DropCaps: []string{"ALL"}, Memlock: &Rlimit{Soft: 2 << 30, Hard: 2 << 30}},
 			memlock: Warn, caps: OK, rule: ruleFinite, via: "none", summaryIn: "not unlimited"},
-		{name: "8 MiB without capability", tree: "docker-root", files: map[string]string{"proc/self/limits": "Max locked memory 8388608 8388608 bytes\n"},
+		{name: "8 MiB without capability", tree: "docker-root", files: withRDMA(map[string]string{"proc/self/limits": "Max locked memory 8388608 8388608 bytes\n"}),
 			env: []string{"KUBERNETES_SERVICE_HOST=10.0.0.1"}, memlock: Fail, caps: Warn, rule: ruleRootNoIPCLock, via: "none", summaryIn: "8 MiB"},
 		{name: "unknown --user", tree: "ib-node", plan: Plan{User: "nobody"},
 			memlock: OK, caps: Fail, rule: ruleUnlimited, via: "none", summaryIn: "unlimited"},
-		{name: "non-root without any capability", tree: "slurm", files: map[string]string{"proc/self/limits": "Max locked memory 65536 65536 bytes\n"},
+		{name: "non-root without any capability", tree: "slurm", files: withRDMA(map[string]string{"proc/self/limits": "Max locked memory 65536 65536 bytes\n"}),
 			memlock: Fail, caps: OK, rule: ruleNoIPCLock, via: "none", cmdUID: 1000, summaryIn: "uid 1000 has no CAP_IPC_LOCK"},
 		{name: "file capability +p on ncclrun as uid 1000", tree: "nnp", files: map[string]string{"proc/self/status": "Uid:\t1000\t1000\t1000\t1000\nGid:\t1000\t1000\t1000\t1000\nCapInh:\t0000000000000000\nCapPrm:\t0000000000004000\nCapEff:\t0000000000000000\nCapBnd:\t0000000000004000\nCapAmb:\t0000000000000000\nNoNewPrivs:\t1\n"},
 			memlock: OK, caps: OK, rule: ruleAmbient, via: "ambient", ambient: true, cmdUID: 1000, summaryIn: "ambient set"},
+		// Issue 14 item 4: uid 1000 in a container that dropped ALL and
+		// added nothing fails memlock as the trap does, and the
+		// capabilities verdict follows (warn), as in the trap.
+		{name: "container user without IPC_LOCK in the bounding set", tree: "nnp", files: withRDMA(map[string]string{"proc/self/status": "Uid:\t1000\t1000\t1000\t1000\nGid:\t1000\t1000\t1000\t1000\nCapInh:\t0000000000000000\nCapPrm:\t0000000000000000\nCapEff:\t0000000000000000\nCapBnd:\t0000000000000000\nCapAmb:\t0000000000000000\nNoNewPrivs:\t1\n"}),
+			memlock: Fail, caps: Warn, rule: ruleNoIPCLock, via: "none", cmdUID: 1000, summaryIn: "uid 1000 has no CAP_IPC_LOCK"},
 		{name: "status missing", tree: "ib-node", files: map[string]string{"proc/self/status": ""},
 			memlock: OK, caps: Warn, rule: ruleUnlimited, via: "none", summaryIn: "unlimited"},
 	}
@@ -254,6 +262,62 @@ func TestPlans(t *testing.T) {
 			assert.Equal(t, tc.ambient, r.Command.Ambient)
 			assert.Equal(t, tc.cmdUID, r.Command.UID)
 			assert.Contains(t, m.Summary, tc.summaryIn)
+		})
+	}
+}
+
+// withRDMA adds one usable RDMA device (mlx5_0, port 1 ACTIVE, uverbs0) to
+// an overlay, so memlock is judged (issue 12 item 1).
+func withRDMA(files map[string]string) map[string]string {
+	out := map[string]string{
+		"sys/class/infiniband/mlx5_0/ports/1/state":                         "4: ACTIVE\n",
+		"sys/class/infiniband/mlx5_0/ports/1/phys_state":                    "5: LinkUp\n",
+		"sys/class/infiniband/mlx5_0/ports/1/link_layer":                    "InfiniBand\n",
+		"sys/class/infiniband/mlx5_0/ports/1/rate":                          "400 Gb/sec (4X NDR)\n",
+		"sys/class/infiniband/mlx5_0/device/infiniband_verbs/uverbs0/ibdev": "mlx5_0\n",
+		"dev/infiniband/uverbs0":                                            "",
+	}
+	for k, v := range files {
+		out[k] = v
+	}
+	return out
+}
+
+// TestNoRDMANotJudged: issue 12 item 1. Without any RDMA device NCCL uses
+// sockets and registers no memory, so memlock is not judged (skip, with
+// the reason and what the rule would say with an HCA) and capabilities
+// does not warn; the same tree with an HCA fails as before.
+func TestNoRDMANotJudged(t *testing.T) {
+	cases := []struct {
+		tree, rule string
+		files      map[string]string
+	}{
+		{tree: "docker-root", rule: ruleRootNoIPCLock},
+		{tree: "userns", rule: ruleUserNS},
+		{tree: "nnp", rule: ruleK8sTrap},
+		{tree: "slurm", rule: ruleNoIPCLock, files: map[string]string{"proc/self/limits": "Max locked memory 65536 65536 bytes\n"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.tree, func(t *testing.T) {
+			r := Run(context.Background(), Options{Root: overlay(t, tc.tree, tc.files), Env: []string{}})
+			m, _ := r.Check(IDMemlock)
+			c, _ := r.Check(IDCapabilities)
+			rd, _ := r.Check(IDRDMA)
+			require.Equal(t, Skip, rd.Status)
+			assert.Equal(t, Skip, m.Status, m.Summary)
+			assert.Equal(t, OK, c.Status, c.Summary)
+			assert.False(t, r.Failed(), "a node without RDMA fails nothing for memlock")
+			assert.Equal(t, tc.rule, m.Details["rule"])
+			assert.Equal(t, "no RDMA device", m.Details["not_judged"])
+			assert.Contains(t, m.Summary, "no RDMA device, so NCCL uses sockets")
+			assert.Contains(t, m.Summary, "with an HCA it would fail")
+			assert.Empty(t, m.Fix)
+
+			r = Run(context.Background(), Options{Root: overlay(t, tc.tree, withRDMA(tc.files)), Env: []string{}})
+			m, _ = r.Check(IDMemlock)
+			assert.Equal(t, Fail, m.Status, m.Summary)
+			assert.Equal(t, tc.rule, m.Details["rule"])
+			assert.NotContains(t, m.Details, "not_judged")
 		})
 	}
 }

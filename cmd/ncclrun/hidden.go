@@ -47,7 +47,8 @@ func cmdProbeMlock(c *cli.Context, e *env) error {
 	}
 	release, err := pin.Pin(size)
 	if err != nil {
-		fprintf(e.stderr, "ncclrun: mlock %s: %v\n", units.FormatSize(size), err)
+		// err already says "mlock 16 MiB: ..." (issue 14 item 3).
+		fprintf(e.stderr, "ncclrun: %v\n", err)
 		return exitWith(1)
 	}
 	release()

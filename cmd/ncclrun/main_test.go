@@ -142,9 +142,16 @@ func writeTree(t *testing.T, files map[string]string) string {
 	return root
 }
 
-// fakeTree is a tiny /proc + /etc snapshot of a container: uid, memlock
-// soft/hard (as /proc/self/limits writes them) and capability masks.
+// fakeTree is a tiny /proc + /etc snapshot of a container on a node with
+// one RDMA device (so memlock matters): uid, memlock soft/hard (as
+// /proc/self/limits writes them) and capability masks.
 func fakeTree(t *testing.T, uid int, soft, hard string, capEff string) string {
+	t.Helper()
+	return fakeTreeRDMA(t, uid, soft, hard, capEff, true)
+}
+
+// fakeTreeRDMA is fakeTree with or without the RDMA device.
+func fakeTreeRDMA(t *testing.T, uid int, soft, hard string, capEff string, rdma bool) string {
 	t.Helper()
 	status := fmt.Sprintf(`Name:	ncclrun
 Umask:	0022
@@ -168,14 +175,26 @@ Max open files            1048576              1048576              files
 Max locked memory         %-20s %-20s bytes     
 Max address space         unlimited            unlimited            bytes     
 `, soft, hard)
-	return writeTree(t, map[string]string{
+	files := map[string]string{
 		"proc/self/status":  status,
 		"proc/self/limits":  limits,
 		"proc/self/uid_map": "         0          0 4294967295\n",
 		"etc/passwd":        "root:x:0:0:root:/root:/bin/sh\ntrainer:x:1000:1000::/home/trainer:/bin/sh\n",
 		"etc/group":         "root:x:0:\ntrainer:x:1000:\n",
 		"dev/null":          "",
-	})
+	}
+	if rdma {
+		for k, v := range map[string]string{
+			"sys/class/infiniband/mlx5_0/ports/1/state":                         "4: ACTIVE\n",
+			"sys/class/infiniband/mlx5_0/ports/1/link_layer":                    "InfiniBand\n",
+			"sys/class/infiniband/mlx5_0/ports/1/rate":                          "400 Gb/sec (4X NDR)\n",
+			"sys/class/infiniband/mlx5_0/device/infiniband_verbs/uverbs0/ibdev": "mlx5_0\n",
+			"dev/infiniband/uverbs0":                                            "",
+		} {
+			files[k] = v
+		}
+	}
+	return writeTree(t, files)
 }
 
 // decodeJSON parses s into a generic map, failing the test on bad JSON.

@@ -1,0 +1,181 @@
+// Package advice holds every fix text ncclrun gives for pinning memory and
+// shared memory, once, keyed by (Fix, Platform). preflight's checks, the
+// diagnosis catalog (through {advice:NAME} placeholders) and lint's
+// findings all take their words from here, so the advice cannot drift
+// between doctor, run's diagnosis and a lint of the manifest.
+//
+// Standard library only: diagnosis may import it.
+package advice
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+)
+
+// Platform is where ncclrun runs, as preflight's environment check decides
+// and as lint reads it from a manifest's kind.
+type Platform string
+
+// The platforms of docs/preflight.md ("environment").
+const (
+	Kubernetes Platform = "kubernetes"
+	Docker     Platform = "docker"
+	Slurm      Platform = "slurm"
+	Host       Platform = "host"
+)
+
+// Platforms lists every platform in the order AllPlatforms writes them.
+var Platforms = []Platform{Docker, Kubernetes, Slurm, Host}
+
+// Fix names one remedy. Its text depends on the platform and, for some, on
+// the user CMD runs as (Who).
+type Fix string
+
+// The fixes.
+const (
+	// RaiseMemlock: raise RLIMIT_MEMLOCK where the container or job is
+	// started (docs/research/capabilities.md §5).
+	RaiseMemlock Fix = "raise-memlock"
+	// Ambient: let ncclrun hand CAP_IPC_LOCK to a non-root CMD (way a:
+	// root + ncclrun --user; way b: the +p file capability).
+	Ambient Fix = "ambient"
+	// RootUser: way (a) only, root + ncclrun --user (for a state where the
+	// file capability is already there and no_new_privs defeats it).
+	RootUser Fix = "root-user"
+	// AddIPCLock: add the capability to a root container.
+	AddIPCLock Fix = "add-ipc-lock"
+	// AddSetid: add SETUID and SETGID so ncclrun --user can switch users.
+	AddSetid Fix = "add-setid"
+	// ExecForm: start ncclrun as the container's own process, not through
+	// a shell, so no_new_privs keeps its file capability.
+	ExecForm Fix = "exec-form"
+	// ShmSize: give the container a bigger /dev/shm.
+	ShmSize Fix = "shm-size"
+	// PodMemlock: a per-pod memlock limit set by the runtime (containerd
+	// or CRI-O NRI with the ulimit-adjuster plugin), for namespaces where
+	// no capability may be added.
+	PodMemlock Fix = "pod-memlock"
+)
+
+// Who is the user CMD runs as, for fixes that name it.
+type Who struct {
+	UID, GID int
+	// Unknown: the uid is the image's (a manifest with runAsNonRoot and no
+	// runAsUser); texts say UID:GID.
+	Unknown bool
+}
+
+func (w Who) ids() string {
+	if w.Unknown {
+		return "UID:GID"
+	}
+	return fmt.Sprintf("%d:%d", w.UID, w.GID)
+}
+
+// Text returns fix f for platform p. An unknown platform gets the host's
+// text; an unknown fix gets "".
+func Text(f Fix, p Platform, w Who) string {
+	switch f {
+	case RaiseMemlock:
+		return raiseMemlock(p)
+	case Ambient:
+		return ambient(p, w)
+	case RootUser:
+		switch p {
+		case Kubernetes:
+			return fmt.Sprintf("run the container as root with `securityContext: {runAsUser: 0, allowPrivilegeEscalation: false, capabilities: {drop: [ALL], add: [IPC_LOCK, SETUID, SETGID]}}` and start `ncclrun --user=%s -- ...`, so ncclrun gives CMD CAP_IPC_LOCK as an ambient capability", w.ids())
+		default:
+			return fmt.Sprintf("run the container as root with `--cap-add IPC_LOCK` (and SETUID, SETGID if you drop ALL) and start `ncclrun --user=%s -- ...`, so ncclrun gives CMD CAP_IPC_LOCK as an ambient capability", w.ids())
+		}
+	case AddIPCLock:
+		switch p {
+		case Kubernetes:
+			return "add the capability to the root container: `securityContext: {capabilities: {add: [IPC_LOCK]}}`"
+		case Docker:
+			return "add the capability to the root container: `docker run --cap-add IPC_LOCK`"
+		default:
+			return "give the process CAP_IPC_LOCK"
+		}
+	case AddSetid:
+		return "add SETUID and SETGID to the container's capabilities (Kubernetes: `capabilities.add: [IPC_LOCK, SETUID, SETGID]`)"
+	case ExecForm:
+		switch p {
+		case Docker:
+			return "Docker gives a non-root user's added capabilities to the bounding set only, so under `--security-opt no-new-privileges` the file capability on ncclrun is ignored however ncclrun is started: drop `no-new-privileges`"
+		default:
+			return "make ncclrun the container's command in exec form (`command: [\"/usr/local/bin/ncclrun\", \"--\", ...]`, no `sh -c` in between: runc then execs it holding CAP_IPC_LOCK in its permitted set, which no_new_privs keeps) or set `allowPrivilegeEscalation: false` to true"
+		}
+	case ShmSize:
+		switch p {
+		case Kubernetes:
+			return "mount a memory-backed emptyDir at /dev/shm: `volumes: [{name: dshm, emptyDir: {medium: Memory, sizeLimit: 1Gi}}]` and `volumeMounts: [{name: dshm, mountPath: /dev/shm}]`"
+		case Docker:
+			return "start the container with `docker run --shm-size=1g` (or `--ipc=host`); compose: `shm_size: 1gb`"
+		case Slurm:
+			return "give the job's container a larger /dev/shm (enroot/pyxis use the host's /dev/shm unless a mount hook replaces it; check `df -h /dev/shm` on the node)"
+		default:
+			return "grow /dev/shm: `mount -o remount,size=1G /dev/shm` (persist it in /etc/fstab)"
+		}
+	case PodMemlock:
+		return "where no capability may be added (Pod Security `baseline` or `restricted`), let the runtime set the pod's limit: containerd >= 1.7 or CRI-O >= 1.26 with NRI and the ulimit-adjuster plugin, and the pod annotation `ulimits.noderesource.dev/container.<container name>: '[{type: RLIMIT_MEMLOCK, soft: 18446744073709551615, hard: 18446744073709551615}]'`; or `LimitMEMLOCK=infinity` for the runtime on the node"
+	}
+	return ""
+}
+
+func raiseMemlock(p Platform) string {
+	switch p {
+	case Kubernetes:
+		return "Kubernetes has no ulimit field yet, so raise the limit pods inherit from the runtime on the node: a systemd drop-in /etc/systemd/system/containerd.service.d/memlock.conf (or crio.service.d) with `[Service] LimitMEMLOCK=infinity`, then `systemctl daemon-reload && systemctl restart containerd`; CRI-O alternatively `default_ulimits = [\"memlock=-1:-1\"]`"
+	case Docker:
+		return "start the container with `docker run --ulimit memlock=-1:-1` (compose: `ulimits: {memlock: {soft: -1, hard: -1}}`; for all containers: `\"default-ulimits\": {\"memlock\": {\"Name\": \"memlock\", \"Soft\": -1, \"Hard\": -1}}` in /etc/docker/daemon.json)"
+	case Slurm:
+		return "set `PropagateResourceLimitsExcept=MEMLOCK` in slurm.conf and run slurmd with `LimitMEMLOCK=infinity` (check: `grep 'locked memory' /proc/$(pidof slurmd)/limits`); per job `ulimit -l unlimited` works only where the hard limit allows it"
+	default:
+		return "set `* soft memlock unlimited` and `* hard memlock unlimited` in /etc/security/limits.d/90-rdma.conf (login and ssh sessions) and `LimitMEMLOCK=infinity` in the unit of a systemd service"
+	}
+}
+
+func ambient(p Platform, w Who) string {
+	switch p {
+	case Kubernetes:
+		return fmt.Sprintf("run the container as root with `securityContext: {runAsUser: 0, allowPrivilegeEscalation: false, capabilities: {drop: [ALL], add: [IPC_LOCK, SETUID, SETGID]}}` and start `ncclrun --user=%s -- ...`, so ncclrun gives CMD CAP_IPC_LOCK as an ambient capability; or `setcap cap_ipc_lock+p` on ncclrun in the image (+p, never +ep) with `capabilities.add: [IPC_LOCK]`", w.ids())
+	case Docker:
+		return fmt.Sprintf("run the container as root with `--cap-add IPC_LOCK` and start `ncclrun --user=%s -- ...`, so ncclrun gives CMD CAP_IPC_LOCK as an ambient capability; or `setcap cap_ipc_lock+p` on ncclrun in the image (+p, never +ep) and keep `--cap-add IPC_LOCK`", w.ids())
+	default:
+		return "`setcap cap_ipc_lock+p` on the ncclrun binary (+p, never +ep), so ncclrun gives CMD CAP_IPC_LOCK as an ambient capability"
+	}
+}
+
+// platformLabel is how AllPlatforms introduces a platform's text.
+var platformLabel = map[Platform]string{Docker: "Docker", Kubernetes: "Kubernetes", Slurm: "Slurm", Host: "hosts"}
+
+// AllPlatforms writes fix f for every platform, for readers whose platform
+// is not known (explain of a pasted log): "Docker: ...; Kubernetes: ...".
+func AllPlatforms(f Fix) string {
+	parts := make([]string, 0, len(Platforms))
+	for _, p := range Platforms {
+		parts = append(parts, platformLabel[p]+": "+Text(f, p, Who{Unknown: true}))
+	}
+	return strings.Join(parts, "; ")
+}
+
+var placeholder = regexp.MustCompile(`\{advice:([a-z-]+)\}`)
+
+// Expand replaces every {advice:NAME} in s with AllPlatforms(NAME); an
+// unknown NAME is an error quoting it. The diagnosis catalog's fixes use it.
+func Expand(s string) (string, error) {
+	var bad string
+	out := placeholder.ReplaceAllStringFunc(s, func(m string) string {
+		name := Fix(placeholder.FindStringSubmatch(m)[1])
+		if Text(name, Host, Who{}) == "" {
+			bad = string(name)
+			return m
+		}
+		return AllPlatforms(name)
+	})
+	if bad != "" {
+		return "", fmt.Errorf("unknown advice %q", bad)
+	}
+	return out, nil
+}

@@ -1,0 +1,35 @@
+package advice
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestEveryFixHasATextForEveryPlatform(t *testing.T) {
+	for _, f := range []Fix{RaiseMemlock, Ambient, RootUser, AddIPCLock, AddSetid, ExecForm, ShmSize, PodMemlock} {
+		for _, p := range Platforms {
+			assert.NotEmpty(t, Text(f, p, Who{UID: 1000, GID: 1000}), "%s on %s", f, p)
+		}
+	}
+	assert.Empty(t, Text("nope", Host, Who{}))
+}
+
+func TestWho(t *testing.T) {
+	assert.Contains(t, Text(Ambient, Kubernetes, Who{UID: 1000, GID: 100}), "ncclrun --user=1000:100")
+	assert.Contains(t, Text(Ambient, Kubernetes, Who{Unknown: true}), "ncclrun --user=UID:GID")
+}
+
+func TestExpand(t *testing.T) {
+	got, err := Expand("Raise it. {advice:raise-memlock}. Done.")
+	require.NoError(t, err)
+	assert.Contains(t, got, "Docker: start the container with `docker run --ulimit memlock=-1:-1`")
+	assert.Contains(t, got, "Slurm: set `PropagateResourceLimitsExcept=MEMLOCK`")
+	assert.Contains(t, got, "hosts: set `* soft memlock unlimited`")
+	_, err = Expand("{advice:bogus}")
+	assert.ErrorContains(t, err, `"bogus"`)
+	got, err = Expand("no placeholder")
+	require.NoError(t, err)
+	assert.Equal(t, "no placeholder", got)
+}

@@ -1,0 +1,99 @@
+package pinrule
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ncclrun/ncclrun/internal/advice"
+)
+
+const kib64 = 64 << 10
+
+func base() Cred {
+	return Cred{UID: 1000, GID: 1000, Memlock: Limit{kib64, kib64}, MemlockKnown: true, CredsKnown: true,
+		Platform: advice.Kubernetes, RDMA: Yes, Setid: false}
+}
+
+// TestEveryRow reaches every row of the table with one description, in
+// table order: the table is the decision, and each row has a case.
+func TestEveryRow(t *testing.T) {
+	with := func(f func(*Cred)) Cred { c := base(); f(&c); return c }
+	cases := []struct {
+		rule   string
+		status Status
+		via    string
+		cred   Cred
+	}{
+		{RuleUnlimited, OK, ViaNone, with(func(c *Cred) { c.Memlock = Limit{Unlimited, Unlimited} })},
+		{RuleAmbient, OK, ViaAmbient, with(func(c *Cred) { c.IPCLock = CapSets{Permitted: true, Bounding: true}; c.FileCap = Yes })},
+		{RuleRootIPCLock, OK, ViaInherited, with(func(c *Cred) { c.UID = 0; c.IPCLock = CapSets{Effective: true, Permitted: true, Bounding: true} })},
+		{RuleInherited, OK, ViaInherited, with(func(c *Cred) {
+			c.IPCLock = CapSets{Effective: true, Permitted: true, Inheritable: true, Bounding: true, Ambient: true}
+		})},
+		{RuleUnknown, Warn, ViaNone, with(func(c *Cred) { c.CredsKnown = false })},
+		{RuleLimitZero, Fail, ViaNone, with(func(c *Cred) { c.Memlock = Limit{} })},
+		{RuleUserNS, Fail, ViaNone, with(func(c *Cred) {
+			c.UID = 0
+			c.UserNS = true
+			c.IPCLock = CapSets{Effective: true, Permitted: true, Bounding: true}
+		})},
+		{RuleFinite, Warn, ViaNone, with(func(c *Cred) { c.Memlock = Limit{2 << 30, 2 << 30} })},
+		{RuleNoSetid, Fail, ViaNone, with(func(c *Cred) {
+			c.UID = 0
+			c.IPCLock = CapSets{Effective: true, Permitted: true, Bounding: true}
+			c.Plan = Plan{User: true, UID: 1000, GID: 1000}
+		})},
+		{RuleDropped, Fail, ViaNone, with(func(c *Cred) {
+			c.UID = 0
+			c.IPCLock = CapSets{Effective: true, Permitted: true, Bounding: true}
+			c.Plan.DropIPCLock = true
+		})},
+		{RuleNNPFileCap, Fail, ViaNone, with(func(c *Cred) { c.IPCLock = CapSets{Bounding: true}; c.NoNewPrivs = true; c.FileCap = Yes })},
+		{RuleK8sTrap, Fail, ViaNone, with(func(c *Cred) { c.IPCLock = CapSets{Bounding: true} })},
+		{RuleRootNoIPCLock, Fail, ViaNone, with(func(c *Cred) { c.UID = 0 })},
+		{RuleNoIPCLock, Fail, ViaNone, base()},
+	}
+	require.Len(t, cases, len(Table))
+	for i, tc := range cases {
+		assert.Equal(t, Table[i].Name, tc.rule, "case %d is in table order", i)
+		v := Decide(tc.cred, 1<<30)
+		assert.Equal(t, tc.rule, v.Rule)
+		assert.Equal(t, tc.status, v.Status, tc.rule)
+		assert.Equal(t, tc.via, v.Command.Via, tc.rule)
+		assert.True(t, v.Judged)
+	}
+}
+
+func TestNoRDMAGate(t *testing.T) {
+	c := base()
+	c.IPCLock = CapSets{Bounding: true}
+	c.RDMA = No
+	v := Decide(c, 1<<30)
+	assert.Equal(t, RuleK8sTrap, v.Rule, "the rule still says what would happen")
+	assert.Equal(t, Skip, v.Status)
+	assert.Equal(t, Fail, v.RowStatus)
+	assert.False(t, v.Judged)
+	assert.False(t, v.CapabilityCause)
+	c.Judge = true
+	assert.Equal(t, Fail, Decide(c, 1<<30).Status)
+	c.Judge, c.Memlock = false, Limit{Unlimited, Unlimited}
+	assert.Equal(t, OK, Decide(c, 1<<30).Status, "ok stays ok")
+}
+
+// TestCapabilityCause is issue 14 item 4: a container user without
+// IPC_LOCK at all fails memlock as the trap does, and the capability
+// state is the cause in both; an ordinary host user's is not.
+func TestCapabilityCause(t *testing.T) {
+	trap := base()
+	trap.IPCLock = CapSets{Bounding: true}
+	assert.True(t, Decide(trap, 1<<30).CapabilityCause)
+	none := base()
+	assert.Equal(t, RuleNoIPCLock, Decide(none, 1<<30).Rule)
+	assert.True(t, Decide(none, 1<<30).CapabilityCause)
+	host := base()
+	host.FullBounding, host.IPCLock = true, CapSets{Bounding: true}
+	assert.Equal(t, RuleNoIPCLock, Decide(host, 1<<30).Rule)
+	assert.False(t, Decide(host, 1<<30).CapabilityCause)
+}
