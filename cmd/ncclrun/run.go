@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ncclrun/ncclrun/diagnosis"
+	"github.com/ncclrun/ncclrun/internal/safefile"
 	"github.com/ncclrun/ncclrun/launcher"
 	"github.com/ncclrun/ncclrun/preflight"
 )
@@ -122,7 +123,7 @@ func cmdRun(c *cli.Context, e *env) error {
 	if err != nil {
 		return err
 	}
-	out := collect(p, w, res)
+	out := collect(e, j, p, w, res, term)
 	reportOutcome(e, j, rep, p, out)
 	return exitWith(out.res.ExitCode)
 }
@@ -193,8 +194,12 @@ func runPreflight(ctx context.Context, e *env, j runJob, before *preflight.Rlimi
 type childPlan struct {
 	cfg       launcher.Config
 	added     []launcher.EnvVar
-	torchFile string
-	cleanup   func()
+	torchFile string // torchrun's error file: the user's TORCHELASTIC_ERROR_FILE or ncclrun's
+	// debugFile is NCCL_DEBUG_FILE, and report and termLog are --report
+	// and the termination log ("" for none), their directories' links
+	// resolved before CMD runs (pinDir).
+	debugFile, report, termLog string
+	cleanup                    func()
 }
 
 // planChild is run's plan stage: CMD's environment (NCCL variables,
@@ -205,7 +210,11 @@ func planChild(e *env, j runJob, rep preflight.Report) childPlan {
 	// torchrun writes the first failing rank's exception to
 	// TORCHELASTIC_ERROR_FILE; ask for it unless the user already did.
 	var extra []launcher.EnvVar
-	if _, set := lookupEnv(e.environ, "TORCHELASTIC_ERROR_FILE"); !set && !j.s.noWatch && isTorchrun(j.path, j.args) {
+	if v, set := lookupEnv(e.environ, "TORCHELASTIC_ERROR_FILE"); set {
+		if v != "" && !j.s.noWatch {
+			p.torchFile = pinDir(v) // the user's: torchrun writes it whatever starts torchrun
+		}
+	} else if !j.s.noWatch && isTorchrun(j.path, j.args) {
 		if dir, err := os.MkdirTemp("", "ncclrun-torchelastic-"); err == nil {
 			p.cleanup = func() { os.RemoveAll(dir) }
 			if j.s.user != "" {
@@ -218,6 +227,10 @@ func planChild(e *env, j runJob, rep preflight.Report) childPlan {
 	}
 	childEnv, added := j.s.composeEnv(e.environ, rep, extra...)
 	p.added = added
+	if v, _ := lookupEnv(childEnv, "NCCL_DEBUG_FILE"); v != "" {
+		p.debugFile = pinDir(v)
+	}
+	p.report, p.termLog = pinDir(j.s.report), pinDir(terminationLogPath(j.s, rep))
 	p.cfg = launcher.Config{
 		Path: j.path, Args: launcher.MPIRunArgs(j.path, j.args, added), Env: childEnv,
 		Stdin: e.stdin, Stdout: e.stdout, Stderr: e.stderr,
@@ -312,17 +325,26 @@ type outcome struct {
 // collect is run's collect stage: with NCCL_DEBUG_FILE, NCCL's lines went
 // to files, not to the output, so those files are diagnosed now; then the
 // diagnoses, the signal's name and torchrun's error file.
-func collect(p childPlan, w *watch, res launcher.Result) outcome {
+//
+// Those files are read as CMD's user, without following links, within the
+// bounds of exitfiles.go; a terminating signal meanwhile stops the reading.
+func collect(e *env, j runJob, p childPlan, w *watch, res launcher.Result, term <-chan os.Signal) outcome {
 	out := outcome{res: res}
+	for len(term) > 0 {
+		<-term // signals during the run were the launcher's to forward
+	}
 	w.mu.Lock()
-	if pattern, _ := lookupEnv(p.cfg.Env, "NCCL_DEBUG_FILE"); pattern != "" {
-		for _, f := range ncclDebugFiles(pattern, w.started) {
-			m := w.matcher()
-			if fh, err := os.Open(f); err == nil {
-				_ = diagnosis.FeedReader(m, fh)
-				fh.Close()
-			}
+	var reads exitReads
+	if p.debugFile != "" || p.torchFile != "" {
+		x := exitFiles{pattern: p.debugFile, torchFile: p.torchFile, since: w.started}
+		if j.cred != nil {
+			x.cred = j.cred
 		}
+		reads = x.read(func(r io.Reader) {
+			if p.debugFile != "" {
+				_ = diagnosis.FeedReader(w.matcher(), r)
+			}
+		}, term)
 	}
 	if w.m != nil {
 		out.ds = w.m.Diagnoses()
@@ -335,8 +357,11 @@ func collect(p childPlan, w *watch, res launcher.Result) outcome {
 			out.sigName = fmt.Sprintf("signal %d", int(res.Signal))
 		}
 	}
-	if p.torchFile != "" {
-		out.te = readTorchrunError(p.torchFile)
+	if len(reads.torch) > 0 {
+		out.te = parseTorchrunError(reads.torch)
+	}
+	if !j.s.quiet {
+		printExitWarnings(e, reads.warns)
 	}
 	return out
 }
@@ -376,13 +401,13 @@ func reportOutcome(e *env, j runJob, rep preflight.Report, p childPlan, out outc
 		if out.sigName != "" {
 			rr.Signal = &out.sigName
 		}
-		if err := writeFileJSON(s.report, rr); err != nil {
+		if err := writeFileJSON(p.report, rr); err != nil {
 			fprintf(e.stderr, "ncclrun: warning: --report: %v\n", err)
 		}
 	}
-	if tl := terminationLogPath(s, rep); tl != "" && (len(ds) > 0 || res.ExitCode != 0) {
+	if tl := p.termLog; tl != "" && (len(ds) > 0 || res.ExitCode != 0) {
 		msg := terminationText(ds, res.ExitCode, out.sigName, out.te)
-		if err := os.WriteFile(tl, []byte(msg), 0o644); err != nil {
+		if err := safefile.WriteFile(tl, []byte(msg), 0o644); err != nil {
 			fprintf(e.stderr, "ncclrun: warning: termination log: %v\n", err)
 		}
 	}
@@ -443,13 +468,14 @@ func envMap(added []launcher.EnvVar) map[string]envEntry {
 	return m
 }
 
-// writeFileJSON writes v as JSON to path, atomically where the directory allows.
+// writeFileJSON writes v as JSON to path: a temporary file renamed over
+// path, no link followed (safefile.WriteFile).
 func writeFileJSON(path string, v any) error {
 	var b bytes.Buffer
 	if err := writeJSON(&b, v); err != nil {
 		return fmt.Errorf("encode %q: %w", path, err)
 	}
-	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+	if err := safefile.WriteFile(path, b.Bytes(), 0o644); err != nil {
 		return fmt.Errorf("write %q: %w", path, err)
 	}
 	return nil
@@ -464,16 +490,8 @@ type torchrunError struct {
 	ErrorCode *int   `json:"error_code,omitempty"`
 }
 
-// readTorchrunError reads torchrun's error file; nil when there is none or
-// it cannot be understood.
-func readTorchrunError(path string) *torchrunError {
-	data, err := os.ReadFile(path)
-	if err != nil || len(data) == 0 {
-		return nil
-	}
-	return parseTorchrunError(data)
-}
-
+// parseTorchrunError parses torchrun's error file; nil when it cannot be
+// understood.
 func parseTorchrunError(data []byte) *torchrunError {
 	var raw struct {
 		Message   json.RawMessage `json:"message"`
