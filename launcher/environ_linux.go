@@ -1,11 +1,12 @@
 package launcher
 
 import (
-	"bytes"
 	"io"
 	"os"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/ncclrun/ncclrun/internal/environ"
 )
 
 // atSecure is AT_SECURE, the auxiliary vector entry the kernel sets to 1
@@ -38,13 +39,7 @@ func Environ() []string {
 	if err != nil {
 		return os.Environ()
 	}
-	var env []string
-	for _, kv := range bytes.Split(b, []byte{0}) {
-		if len(kv) > 0 {
-			env = append(env, string(kv))
-		}
-	}
-	return env
+	return environ.Parse(b, 0)
 }
 
 // secureMode reports whether the kernel started ncclrun with AT_SECURE.

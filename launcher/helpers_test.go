@@ -20,6 +20,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/ncclrun/ncclrun/internal/environ"
 )
 
 // The test binary doubles as the helper processes the tests supervise:
@@ -62,8 +64,9 @@ var helpers = map[string]func(args []string){
 		_, _ = io.Copy(io.Discard, os.Stdin)
 		os.Stdout.WriteString("done\n")
 	},
-	"echo":  func([]string) { _, _ = io.Copy(os.Stdout, os.Stdin) },
-	"write": func(a []string) { os.Stdout.WriteString(a[0]) },
+	"echo":    func([]string) { _, _ = io.Copy(os.Stdout, os.Stdin) },
+	"write":   func(a []string) { os.Stdout.WriteString(a[0]) },
+	"environ": func([]string) { os.Stdout.WriteString(strings.Join(os.Environ(), "\n") + "\n") },
 	"random": func(a []string) {
 		n, seed := atoi(a[0]), int64(atoi(a[1]))
 		var wg sync.WaitGroup
@@ -204,7 +207,7 @@ type launchSpec struct {
 }
 
 func (ls launchSpec) config() Config {
-	env := append(envWithout(os.Environ(), "NCCLRUN_TEST_LAUNCH"), helperEnv+"="+ls.Helper)
+	env := append(environ.Without(os.Environ(), "NCCLRUN_TEST_LAUNCH"), helperEnv+"="+ls.Helper)
 	return Config{Path: ls.Path, Args: ls.Args, Env: env, Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
 		User: ls.User, AmbientIPCLock: ls.Ambient, DropCaps: ls.Drop, Memlock: ls.Memlock, KillAfter: 5 * time.Second}
 }

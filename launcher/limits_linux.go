@@ -3,7 +3,8 @@ package launcher
 import (
 	"fmt"
 
-	"golang.org/x/sys/unix"
+	"github.com/ncclrun/ncclrun/internal/caps"
+	"github.com/ncclrun/ncclrun/internal/rlimit"
 )
 
 // RaiseMemlock raises ncclrun's own RLIMIT_MEMLOCK, which children
@@ -34,33 +35,12 @@ func RaiseMemlock() (MemlockChange, error) {
 }
 
 func getMemlock() ([2]int64, error) {
-	var r unix.Rlimit
-	if err := unix.Getrlimit(unix.RLIMIT_MEMLOCK, &r); err != nil {
-		return [2]int64{}, fmt.Errorf("getrlimit RLIMIT_MEMLOCK: %w", err)
-	}
-	return [2]int64{fromRlim(r.Cur), fromRlim(r.Max)}, nil
+	l, err := rlimit.Get(rlimit.Memlock)
+	return [2]int64{l.Soft, l.Hard}, err
 }
 
 func setMemlock(v [2]int64) error {
-	r := unix.Rlimit{Cur: toRlim(v[0]), Max: toRlim(v[1])}
-	if err := unix.Setrlimit(unix.RLIMIT_MEMLOCK, &r); err != nil {
-		return fmt.Errorf("setrlimit RLIMIT_MEMLOCK %d:%d: %w", v[0], v[1], err)
-	}
-	return nil
-}
-
-func fromRlim(v uint64) int64 {
-	if v == unix.RLIM_INFINITY {
-		return -1
-	}
-	return int64(v)
-}
-
-func toRlim(v int64) uint64 {
-	if v < 0 {
-		return unix.RLIM_INFINITY
-	}
-	return uint64(v)
+	return rlimit.Set(rlimit.Memlock, rlimit.Limit{Soft: v[0], Hard: v[1]})
 }
 
 // checkMemlock refuses, before anything is forked, a memlock limit for the
@@ -79,7 +59,7 @@ func checkMemlock(v [2]int64) error {
 	if !above(v[1], cur[1]) {
 		return nil
 	}
-	if c, err := capGet(); err == nil && c.eff&(1<<unix.CAP_SYS_RESOURCE) != 0 {
+	if c, err := caps.Get(); err == nil && caps.Has(c.Effective, caps.SysResource) {
 		return nil
 	}
 	return fmt.Errorf("%w: raising the hard RLIMIT_MEMLOCK from %s to %s needs CAP_SYS_RESOURCE, which ncclrun does not have", ErrMemlock, rlimString(cur[1]), rlimString(v[1]))

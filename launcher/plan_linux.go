@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"syscall"
+
+	"github.com/ncclrun/ncclrun/internal/environ"
 )
 
 // launch is how a Config is started: either the command itself with Go's
@@ -29,8 +31,10 @@ func plan(cfg Config) (*launch, error) {
 	if env == nil {
 		env = Environ()
 	}
-	env = envWithout(env, trampolineEnv)
-	pathEnv, ok := envLookup(env, "PATH")
+	// One entry per name, the last (exec.Cmd.Env's rule): CMD reads the
+	// value ncclrun read, whichever entry its libc would have picked.
+	env = environ.Dedup(environ.Without(env, trampolineEnv))
+	pathEnv, ok := environ.Lookup(env, "PATH")
 	if !ok {
 		pathEnv = os.Getenv("PATH")
 	}

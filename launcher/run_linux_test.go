@@ -583,3 +583,35 @@ func runReport(t *testing.T, cfg Config) (report, string) {
 	require.NoError(t, json.Unmarshal(out.Bytes(), &r), "got %q", out.String())
 	return r, out.String()
 }
+
+// TestRunEnvDuplicatesLastWins: a name set twice in Config.Env reaches the
+// child once, with the last value (internal/environ's rule, exec.Cmd.Env's),
+// with the plain start and through the trampoline.
+func TestRunEnvDuplicatesLastWins(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		memlock *[2]int64
+	}{{"plain", nil}, {"trampoline", &[2]int64{-1, -1}}} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := helperConfig(t, "environ")
+			cfg.Env = append([]string{"NCCLRUN_DUP=first"}, append(cfg.Env, "NCCLRUN_DUP=last")...)
+			if tc.memlock != nil {
+				l, err := getMemlock()
+				require.NoError(t, err)
+				cfg.Memlock = &l // the trampoline, with the limit as it is
+			}
+			var out bytes.Buffer
+			cfg.Stdout = &out
+			res, err := Run(cfg)
+			require.NoError(t, err)
+			require.Equal(t, 0, res.ExitCode)
+			var dups []string
+			for _, kv := range strings.Split(out.String(), "\n") {
+				if strings.HasPrefix(kv, "NCCLRUN_DUP=") {
+					dups = append(dups, kv)
+				}
+			}
+			assert.Equal(t, []string{"NCCLRUN_DUP=last"}, dups)
+		})
+	}
+}

@@ -10,6 +10,9 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/ncclrun/ncclrun/internal/caps"
+	"github.com/ncclrun/ncclrun/internal/environ"
 )
 
 // trampolineEnv carries a trampolineSpec (JSON) to ncclrun re-executed as
@@ -60,7 +63,7 @@ func MaybeTrampoline() {
 	if !ok {
 		return
 	}
-	env := envWithout(Environ(), trampolineEnv)
+	env := environ.Without(Environ(), trampolineEnv)
 	var spec trampolineSpec
 	if err := json.Unmarshal([]byte(v), &spec); err != nil {
 		trampolineExit(spec, &stageError{"spec", fmt.Errorf("%s: %w", trampolineEnv, err)})
@@ -115,7 +118,7 @@ func applyAndExec(spec trampolineSpec, env []string) error {
 		}
 	}
 	for c := 0; c < 64; c++ {
-		if spec.Drop&(1<<uint(c)) == 0 || !inBounding(c) {
+		if spec.Drop&(1<<uint(c)) == 0 || !caps.InBounding(c) {
 			continue
 		}
 		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil {
@@ -125,7 +128,7 @@ func applyAndExec(spec trampolineSpec, env []string) error {
 			if errEPERM(err) && unix.Geteuid() != 0 {
 				continue
 			}
-			return &stageError{"bounding", fmt.Errorf("%w: drop %s from the bounding set: %w", ErrCapability, CapName(c), err)}
+			return &stageError{"bounding", fmt.Errorf("%w: drop %s from the bounding set: %w", ErrCapability, caps.Name(c), err)}
 		}
 	}
 	toNonRoot := spec.User != nil && spec.User.UID != 0
@@ -134,13 +137,13 @@ func applyAndExec(spec trampolineSpec, env []string) error {
 			return &stageError{"user", fmt.Errorf("%w: uid %d gid %d: %w", ErrUser, spec.User.UID, spec.User.GID, err)}
 		}
 	}
-	cur, err := capGet()
+	cur, err := caps.Get()
 	if err != nil {
 		return &stageError{"capset", err}
 	}
 	keep := ^spec.Drop
-	next := capState{eff: cur.eff & keep, prm: cur.prm & keep, inh: cur.inh & keep}
-	ipc := uint64(1) << capIPCLock
+	next := caps.Sets{Effective: cur.Effective & keep, Permitted: cur.Permitted & keep, Inheritable: cur.Inheritable & keep}
+	ipc := uint64(1) << caps.IPCLock
 	ambient := spec.Ambient && keep&ipc != 0
 	if toNonRoot {
 		// What a non-root command may keep: CAP_IPC_LOCK, if asked for.
@@ -148,15 +151,15 @@ func applyAndExec(spec trampolineSpec, env []string) error {
 		if ambient {
 			allow = ipc
 		}
-		next = capState{eff: next.prm & allow, prm: next.prm & allow, inh: next.prm & allow}
+		next = caps.Sets{Effective: next.Permitted & allow, Permitted: next.Permitted & allow, Inheritable: next.Permitted & allow}
 	}
 	if ambient {
-		if next.prm&ipc == 0 {
+		if next.Permitted&ipc == 0 {
 			return &stageError{"ambient", fmt.Errorf("start with ambient CAP_IPC_LOCK: %w", ErrNoIPCLock)}
 		}
-		next.inh |= ipc
+		next.Inheritable |= ipc
 	}
-	if err := capSet(next); err != nil {
+	if err := caps.Set(next); err != nil {
 		return &stageError{"capset", fmt.Errorf("%w: %w", ErrCapability, err)}
 	}
 	for c := 0; c < 64; c++ {
@@ -165,7 +168,7 @@ func applyAndExec(spec trampolineSpec, env []string) error {
 		}
 	}
 	if ambient {
-		if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_RAISE, capIPCLock, 0, 0); err != nil {
+		if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_RAISE, caps.IPCLock, 0, 0); err != nil {
 			return &stageError{"ambient", fmt.Errorf("%w: raise ambient CAP_IPC_LOCK: %w", ErrCapability, err)}
 		}
 	}
@@ -175,7 +178,7 @@ func applyAndExec(spec trampolineSpec, env []string) error {
 
 // switchUser sets groups, gid and uid of the calling thread only (raw
 // system calls, not Go's all-threads setuid), keeping the permitted
-// capabilities across the uid change so that capSet can still pick
+// capabilities across the uid change so that caps.Set can still pick
 // CAP_IPC_LOCK out of them.
 func switchUser(c Credential) error {
 	if err := unix.Prctl(unix.PR_SET_KEEPCAPS, 1, 0, 0, 0); err != nil {

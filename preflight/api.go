@@ -3,6 +3,8 @@ package preflight
 // This file is the contract between preflight and cmd/ncclrun. Extend it
 // (new fields, new functions); do not rename or remove what is here.
 
+import "github.com/ncclrun/ncclrun/internal/units"
+
 // Status is the verdict of one check.
 type Status string
 
@@ -86,7 +88,7 @@ type Rlimit struct {
 }
 
 // Unlimited is the value of an unlimited rlimit in Rlimit and in JSON.
-const Unlimited int64 = -1
+const Unlimited = units.Unlimited
 
 // Plan is what the launcher will do to CMD's credentials; preflight uses it
 // to report the state CMD will run in, not only ncclrun's own.

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/ncclrun/ncclrun/internal/advice"
+	"github.com/ncclrun/ncclrun/internal/caps"
 	"github.com/ncclrun/ncclrun/internal/pinrule"
 	"github.com/ncclrun/ncclrun/internal/units"
 )
@@ -67,19 +68,13 @@ type cmdPlan struct {
 	limitPlan  bool  // Plan.Memlock overrides the limit
 }
 
-// normCap turns "cap_ipc_lock", "CAP_IPC_LOCK" or "ipc_lock" into "IPC_LOCK".
-func normCap(s string) string {
-	s = strings.ToUpper(strings.TrimSpace(s))
-	return strings.TrimPrefix(s, "CAP_")
-}
-
 // credential describes ncclrun's state for the rule table.
 func credential(c credFacts, kind string) pinrule.Cred {
 	st := c.status
 	cr := pinrule.Cred{
 		UID: st.UID, GID: st.GID,
 		IPCLock:      st.sets(capIPCLock),
-		Setid:        hasCap(st.Eff, capSetuid) && hasCap(st.Eff, capSetgid),
+		Setid:        caps.Has(st.Eff, capSetuid) && caps.Has(st.Eff, capSetgid),
 		FullBounding: unrestricted(st.Bnd),
 		NoNewPrivs:   st.NoNewPrivs,
 		UserNS:       c.userns,
@@ -104,7 +99,7 @@ func planCommand(s sysRoot, c credFacts, plan Plan, kind string) cmdPlan {
 		p.cred.Memlock = pinrule.Limit(*plan.Memlock)
 	}
 	for _, d := range plan.DropCaps {
-		if n := normCap(d); n == "IPC_LOCK" || n == "ALL" {
+		if n := caps.Normalize(d); n == "IPC_LOCK" || n == "ALL" {
 			p.dropped = true
 		}
 	}
@@ -296,7 +291,7 @@ func wordMemlock(c credFacts, p cmdPlan, pv pinrule.Verdict, min int64, kind str
 // an ordinary user (row 10), not one whose added IPC_LOCK was lost (row 8).
 func unrestricted(bnd uint64) bool {
 	const capSysModule, capSysAdmin = 16, 21
-	return hasCap(bnd, capSysModule) && hasCap(bnd, capSysAdmin)
+	return caps.Has(bnd, capSysModule) && caps.Has(bnd, capSysAdmin)
 }
 
 func rlimitDetail(v int64) int64 {
@@ -430,7 +425,7 @@ func checkCapabilities(c credFacts, p cmdPlan, v memlockVerdict, kind string) Re
 		cmdText = fmt.Sprintf("CMD (uid %d) keeps CAP_IPC_LOCK effective", p.cmd.UID)
 	default:
 		cmdText = fmt.Sprintf("CMD (uid %d) will not hold CAP_IPC_LOCK", p.cmd.UID)
-		if c.userns && hasCap(st.Bnd, capIPCLock) {
+		if c.userns && caps.Has(st.Bnd, capIPCLock) {
 			cmdText += " that counts (capabilities in a user namespace do not bypass RLIMIT_MEMLOCK)"
 		}
 	}

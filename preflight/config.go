@@ -7,6 +7,8 @@ import (
 	"path"
 	"sort"
 	"strings"
+
+	"github.com/ncclrun/ncclrun/internal/environ"
 )
 
 // parseNCCLConf parses an NCCL configuration file as NCCL's setEnvFile
@@ -40,7 +42,7 @@ func parseNCCLConf(b []byte, into map[string]string) {
 // Missing files are skipped; root "" means "/".
 func NCCLConfig(root string, env []string) (vars map[string]string, files []string) {
 	s := newRoot(root)
-	e := envMap(env)
+	e := environ.Map(env)
 	vars = map[string]string{}
 	var cands []string
 	if f := e["NCCL_CONF_FILE"]; f != "" {
@@ -59,19 +61,6 @@ func NCCLConfig(root string, env []string) (vars map[string]string, files []stri
 		files = append(files, c)
 	}
 	return vars, files
-}
-
-// envMap turns KEY=VALUE pairs into a map; a later pair wins, as in
-// os/exec.
-func envMap(env []string) map[string]string {
-	m := make(map[string]string, len(env))
-	for _, kv := range env {
-		k, v, ok := strings.Cut(kv, "=")
-		if ok && k != "" {
-			m[k] = v
-		}
-	}
-	return m
 }
 
 // SuggestEnv returns the NCCL_IB_* variables the report proves right for

@@ -77,18 +77,6 @@ func FuzzParseStatus(f *testing.F) {
 	})
 }
 
-func FuzzParseCapMask(f *testing.F) {
-	for _, s := range []string{"0000000000004000", "000001ffffffffff", "", "zz", "ffffffffffffffff", "10000000000000000"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		v, err := parseCapMask(s)
-		if err != nil && v != 0 {
-			t.Fatalf("value %x with error", v)
-		}
-	})
-}
-
 func FuzzParseMemlockLimits(f *testing.F) {
 	f.Add("Max locked memory         65536                65536                bytes\n")
 	f.Add("Max locked memory unlimited unlimited bytes")

@@ -11,6 +11,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/ncclrun/ncclrun/internal/caps"
 )
 
 // helperEnv chooses a helper behaviour when the test binary is re-executed.
@@ -64,18 +66,11 @@ func helperReport() int {
 func mlockProbe(size int64) error {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
-	var data [2]unix.CapUserData
-	if err := unix.Capget(&hdr, &data[0]); err == nil && data[0].Permitted&(1<<capIPCLock) != 0 && data[0].Effective&(1<<capIPCLock) == 0 {
-		data[0].Effective |= 1 << capIPCLock
-		if err := unix.Capset(&hdr, &data[0]); err != nil {
-			return fmt.Errorf("raise CAP_IPC_LOCK to effective: %w", err)
-		}
-		defer func() {
-			data[0].Effective &^= 1 << capIPCLock
-			_ = unix.Capset(&hdr, &data[0])
-		}()
+	lower, err := caps.Raise(capIPCLock)
+	if err != nil {
+		return err
 	}
+	defer lower()
 	b, err := unix.Mmap(-1, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
 	if err != nil {
 		return fmt.Errorf("mmap %d bytes: %w", size, err)

@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/ncclrun/ncclrun/internal/environ"
 )
 
 func TestParseHCAList(t *testing.T) {
@@ -342,7 +344,7 @@ func TestEnvironmentDetection(t *testing.T) {
 			if env == nil {
 				env = []string{}
 			}
-			e := detectEnvironment(newRoot("testdata/"+tc.tree), envMap(env))
+			e := detectEnvironment(newRoot("testdata/"+tc.tree), environ.Map(env))
 			assert.Equal(t, tc.kind, e.Kind)
 			assert.Equal(t, tc.clues, e.Clues)
 		})

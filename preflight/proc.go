@@ -9,15 +9,17 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/ncclrun/ncclrun/internal/caps"
 	"github.com/ncclrun/ncclrun/internal/pinrule"
+	"github.com/ncclrun/ncclrun/internal/rlimit"
 )
 
-// Capability numbers (include/uapi/linux/capability.h).
+// Capability numbers (include/uapi/linux/capability.h), from internal/caps.
 const (
-	capSetgid      = 6
-	capSetuid      = 7
-	capIPCLock     = 14
-	capSysResource = 24
+	capSetgid      = caps.SetGID
+	capSetuid      = caps.SetUID
+	capIPCLock     = caps.IPCLock
+	capSysResource = caps.SysResource
 )
 
 // ErrMalformed is wrapped by the errors of the parsers of this package when
@@ -68,15 +70,15 @@ func parseStatus(r io.Reader) (procStatus, error) {
 				st.GID = int(n)
 			}
 		case "CapInh":
-			st.Inh, err = parseCapMask(val)
+			st.Inh, err = caps.ParseMask(val)
 		case "CapPrm":
-			st.Prm, err = parseCapMask(val)
+			st.Prm, err = caps.ParseMask(val)
 		case "CapEff":
-			st.Eff, err = parseCapMask(val)
+			st.Eff, err = caps.ParseMask(val)
 		case "CapBnd":
-			st.Bnd, err = parseCapMask(val)
+			st.Bnd, err = caps.ParseMask(val)
 		case "CapAmb":
-			st.Amb, err = parseCapMask(val)
+			st.Amb, err = caps.ParseMask(val)
 			st.HasAmb = true
 		case "NoNewPrivs":
 			switch val {
@@ -91,7 +93,7 @@ func parseStatus(r io.Reader) (procStatus, error) {
 			continue
 		}
 		if err != nil {
-			return st, fmt.Errorf("%s: %w", key, err)
+			return st, fmt.Errorf("%w: %s: %w", ErrMalformed, key, err)
 		}
 		seen[key] = true
 	}
@@ -106,48 +108,18 @@ func parseStatus(r io.Reader) (procStatus, error) {
 	return st, nil
 }
 
-// parseCapMask parses a capability mask as the kernel prints it: 16 hex
-// digits (fs/proc/array.c render_cap_t).
-func parseCapMask(s string) (uint64, error) {
-	if s == "" || len(s) > 16 {
-		return 0, fmt.Errorf("%w: capability mask %q", ErrMalformed, s)
-	}
-	v, err := strconv.ParseUint(s, 16, 64)
-	if err != nil {
-		return 0, fmt.Errorf("%w: capability mask %q", ErrMalformed, s)
-	}
-	return v, nil
-}
-
-func hasCap(mask uint64, c int) bool { return mask&(1<<uint(c)) != 0 }
-
 // CapSets are the five capability sets of one capability, as booleans
 // (capabilities.details.ipc_lock and .sys_resource).
 type CapSets = pinrule.CapSets
 
 func (st procStatus) sets(c int) CapSets {
 	return CapSets{
-		Effective:   hasCap(st.Eff, c),
-		Permitted:   hasCap(st.Prm, c),
-		Inheritable: hasCap(st.Inh, c),
-		Bounding:    hasCap(st.Bnd, c),
-		Ambient:     hasCap(st.Amb, c),
+		Effective:   caps.Has(st.Eff, c),
+		Permitted:   caps.Has(st.Prm, c),
+		Inheritable: caps.Has(st.Inh, c),
+		Bounding:    caps.Has(st.Bnd, c),
+		Ambient:     caps.Has(st.Amb, c),
 	}
-}
-
-// parseLimitValue parses one column of /proc/<pid>/limits.
-func parseLimitValue(s string) (int64, error) {
-	if s == "unlimited" {
-		return Unlimited, nil
-	}
-	n, err := strconv.ParseUint(s, 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("%w: limit value %q", ErrMalformed, s)
-	}
-	if n >= 1<<63 {
-		return Unlimited, nil // RLIM_INFINITY printed as a number
-	}
-	return int64(n), nil
 }
 
 // parseMemlockLimits finds "Max locked memory" in /proc/<pid>/limits
@@ -165,13 +137,10 @@ func parseMemlockLimits(r io.Reader) (Rlimit, error) {
 		if len(f) < 2 {
 			return Rlimit{}, fmt.Errorf("%w: limits line %q", ErrMalformed, line)
 		}
-		soft, err := parseLimitValue(f[0])
-		if err != nil {
-			return Rlimit{}, err
-		}
-		hard, err := parseLimitValue(f[1])
-		if err != nil {
-			return Rlimit{}, err
+		soft, err1 := rlimit.ParseProc(f[0])
+		hard, err2 := rlimit.ParseProc(f[1])
+		if err := errors.Join(err1, err2); err != nil {
+			return Rlimit{}, fmt.Errorf("%w: %w", ErrMalformed, err)
 		}
 		return Rlimit{Soft: soft, Hard: hard}, nil
 	}

@@ -3,6 +3,8 @@ package preflight
 import (
 	"context"
 	"os"
+
+	"github.com/ncclrun/ncclrun/internal/environ"
 )
 
 // Run performs every check and returns the report: environment, memlock,
@@ -15,7 +17,7 @@ func Run(ctx context.Context, opts Options) Report {
 	if envList == nil {
 		envList = os.Environ()
 	}
-	env := envMap(envList)
+	env := environ.Map(envList)
 	// NCCL's configuration files count as set, the environment wins.
 	confVars, confFiles := NCCLConfig(opts.Root, envList)
 	merged := make(map[string]string, len(env)+len(confVars))

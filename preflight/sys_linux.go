@@ -10,6 +10,8 @@ import (
 	"runtime"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/ncclrun/ncclrun/internal/rlimit"
 )
 
 // liveStatus reads the calling thread's credentials. Capabilities are per
@@ -39,18 +41,8 @@ func liveStatus() (procStatus, error) {
 
 // liveMemlock returns this process's RLIMIT_MEMLOCK.
 func liveMemlock() (Rlimit, error) {
-	var rl unix.Rlimit
-	if err := unix.Prlimit(0, unix.RLIMIT_MEMLOCK, nil, &rl); err != nil {
-		return Rlimit{}, fmt.Errorf("prlimit(RLIMIT_MEMLOCK): %w", err)
-	}
-	return Rlimit{Soft: rlimValue(rl.Cur), Hard: rlimValue(rl.Max)}, nil
-}
-
-func rlimValue(v uint64) int64 {
-	if v == unix.RLIM_INFINITY || v >= 1<<63 {
-		return Unlimited
-	}
-	return int64(v)
+	l, err := rlimit.Get(rlimit.Memlock)
+	return Rlimit{Soft: l.Soft, Hard: l.Hard}, err
 }
 
 // statfsSize returns the size in bytes of the filesystem holding path.

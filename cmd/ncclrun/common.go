@@ -11,6 +11,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/ncclrun/ncclrun/diagnosis"
+	"github.com/ncclrun/ncclrun/internal/caps"
 	"github.com/ncclrun/ncclrun/internal/units"
 	"github.com/ncclrun/ncclrun/launcher"
 	"github.com/ncclrun/ncclrun/preflight"
@@ -37,19 +38,6 @@ type settings struct {
 }
 
 func parseSize(s string) (int64, error) { return units.ParseSize(s) }
-
-// capNames are the capability names the kernel knows (capability(7)).
-var capNames = map[string]bool{}
-
-func init() {
-	for _, n := range strings.Fields(`CHOWN DAC_OVERRIDE DAC_READ_SEARCH FOWNER FSETID KILL SETGID SETUID
-		SETPCAP LINUX_IMMUTABLE NET_BIND_SERVICE NET_BROADCAST NET_ADMIN NET_RAW IPC_LOCK IPC_OWNER
-		SYS_MODULE SYS_RAWIO SYS_CHROOT SYS_PTRACE SYS_PACCT SYS_ADMIN SYS_BOOT SYS_NICE SYS_RESOURCE
-		SYS_TIME SYS_TTY_CONFIG MKNOD LEASE AUDIT_WRITE AUDIT_CONTROL SETFCAP MAC_OVERRIDE MAC_ADMIN
-		SYSLOG WAKE_ALARM BLOCK_SUSPEND AUDIT_READ PERFMON BPF CHECKPOINT_RESTORE`) {
-		capNames[n] = true
-	}
-}
 
 var userRE = regexp.MustCompile(`^[A-Za-z0-9_.][A-Za-z0-9_.-]*(:[A-Za-z0-9_.][A-Za-z0-9_.-]*)?$`)
 
@@ -94,11 +82,11 @@ func parseSettings(c *cli.Context) (settings, error) {
 			if name == "" {
 				continue
 			}
-			n := strings.TrimPrefix(strings.ToUpper(name), "CAP_")
-			if !capNames[n] {
+			c, err := caps.Parse(name)
+			if err != nil {
 				return s, usagef("--%s: unknown capability %q", flagDropCap, name)
 			}
-			s.dropCaps = append(s.dropCaps, "CAP_"+n)
+			s.dropCaps = append(s.dropCaps, caps.Name(c))
 		}
 	}
 	if s.user != "" && !userRE.MatchString(s.user) {
@@ -264,16 +252,6 @@ func isTorchrun(path string, args []string) bool {
 		}
 	}
 	return false
-}
-
-// lookupEnv finds name in a KEY=VALUE list.
-func lookupEnv(env []string, name string) (string, bool) {
-	for i := len(env) - 1; i >= 0; i-- {
-		if k, v, ok := strings.Cut(env[i], "="); ok && k == name {
-			return v, true
-		}
-	}
-	return "", false
 }
 
 // fileExists reports whether p names an existing file of any kind.

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ncclrun/ncclrun/diagnosis"
+	"github.com/ncclrun/ncclrun/internal/environ"
 	"github.com/ncclrun/ncclrun/internal/safefile"
 	"github.com/ncclrun/ncclrun/launcher"
 	"github.com/ncclrun/ncclrun/preflight"
@@ -210,7 +211,7 @@ func planChild(e *env, j runJob, rep preflight.Report) childPlan {
 	// torchrun writes the first failing rank's exception to
 	// TORCHELASTIC_ERROR_FILE; ask for it unless the user already did.
 	var extra []launcher.EnvVar
-	if v, set := lookupEnv(e.environ, "TORCHELASTIC_ERROR_FILE"); set {
+	if v, set := environ.Lookup(e.environ, "TORCHELASTIC_ERROR_FILE"); set {
 		if v != "" && !j.s.noWatch {
 			p.torchFile = pinDir(v) // the user's: torchrun writes it whatever starts torchrun
 		}
@@ -227,7 +228,7 @@ func planChild(e *env, j runJob, rep preflight.Report) childPlan {
 	}
 	childEnv, added := j.s.composeEnv(e.environ, rep, extra...)
 	p.added = added
-	if v, _ := lookupEnv(childEnv, "NCCL_DEBUG_FILE"); v != "" {
+	if v, _ := environ.Lookup(childEnv, "NCCL_DEBUG_FILE"); v != "" {
 		p.debugFile = pinDir(v)
 	}
 	p.report, p.termLog = pinDir(j.s.report), pinDir(terminationLogPath(j.s, rep))

@@ -1,0 +1,64 @@
+package rlimit
+
+import (
+	"math"
+	"runtime"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestKernelValues(t *testing.T) {
+	for _, tc := range []struct {
+		kernel uint64
+		want   int64
+	}{
+		{0, 0}, {65536, 65536}, {math.MaxInt64, math.MaxInt64},
+		{1 << 63, Unlimited}, {math.MaxUint64, Unlimited},
+	} {
+		assert.Equal(t, tc.want, FromKernel(tc.kernel), "%d", tc.kernel)
+	}
+	assert.Equal(t, uint64(math.MaxUint64), ToKernel(Unlimited))
+	assert.Equal(t, uint64(math.MaxUint64), ToKernel(-7))
+	assert.Equal(t, uint64(8<<20), ToKernel(8<<20))
+	assert.Equal(t, Unlimited, FromKernel(ToKernel(Unlimited)))
+}
+
+func TestParseProc(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want int64
+		ok   bool
+	}{
+		{"unlimited", Unlimited, true},
+		{"65536", 65536, true},
+		{"18446744073709551615", Unlimited, true},
+		{"9223372036854775808", Unlimited, true},
+		{"lots", 0, false},
+		{"-1", 0, false},
+		{"", 0, false},
+	} {
+		v, err := ParseProc(tc.in)
+		if !tc.ok {
+			assert.ErrorIs(t, err, ErrMalformed, tc.in)
+			continue
+		}
+		require.NoError(t, err, tc.in)
+		assert.Equal(t, tc.want, v, tc.in)
+	}
+}
+
+// TestGetSet sets the memlock limit it read, which any process may.
+func TestGetSet(t *testing.T) {
+	l, err := Get(Memlock)
+	if runtime.GOOS != "linux" {
+		assert.ErrorIs(t, err, ErrUnsupported)
+		return
+	}
+	require.NoError(t, err)
+	require.NoError(t, Set(Memlock, l))
+	l2, err := Get(Memlock)
+	require.NoError(t, err)
+	assert.Equal(t, l, l2)
+}
