@@ -6,14 +6,20 @@ package diagnosis
 // Diagnosis is one cause found in the output, deduplicated across ranks
 // (docs/contract.md "explain --json").
 type Diagnosis struct {
-	ID        string   `json:"id"`
-	Title     string   `json:"title"`
-	Count     int      `json:"count"` // processes (host+pid) that reported it
-	Lines     int      `json:"lines"` // matching lines
-	Hosts     []string `json:"hosts"`
-	FirstLine string   `json:"first_line"`
-	Cause     string   `json:"cause"`
-	Fix       string   `json:"fix"`
+	ID    string   `json:"id"`
+	Title string   `json:"title"`
+	Count int      `json:"count"` // processes (host+pid) that reported it
+	Lines int      `json:"lines"` // matching lines
+	Hosts []string `json:"hosts"`
+	// CountCapped and HostsCapped say that Count and Hosts are lower
+	// bounds: more distinct processes or hosts reported the cause than
+	// the matcher keeps (4096 processes and 1024 hosts per cause, fewer
+	// when many causes share the matcher's budget; docs/diagnosis.md).
+	CountCapped bool   `json:"count_capped,omitempty"`
+	HostsCapped bool   `json:"hosts_capped,omitempty"`
+	FirstLine   string `json:"first_line"`
+	Cause       string `json:"cause"`
+	Fix         string `json:"fix"`
 	// Certainty is "certain" or "likely" (with How telling how to be sure).
 	Certainty string `json:"certainty,omitempty"`
 	How       string `json:"how,omitempty"`

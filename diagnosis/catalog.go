@@ -427,6 +427,12 @@ func NewCatalog(entries []Entry) (*Catalog, error) {
 			owners = append(owners, cp.idx)
 		}
 	}
+	// The torchrun summary's literals (torchrun.go) follow the patterns'
+	// indices: a candidate >= len(c.pats) is one of them.
+	for k, l := range summaryLits {
+		lits = append(lits, l)
+		owners = append(owners, len(c.pats)+k)
+	}
 	c.ac = newAhoCorasick(lits, owners)
 	for _, cp := range c.pats {
 		cp.grams, cp.gramsOK = patternGrams(&cp.Pattern)

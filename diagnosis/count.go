@@ -2,27 +2,39 @@ package diagnosis
 
 import (
 	"bytes"
-	"strconv"
+	"hash/maphash"
 	"strings"
 )
 
-// state is one cause being collected.
+// state is one cause being collected. Everything it remembers per process,
+// host or text is bounded (see the caps below and Matcher.room): a log
+// with more distinct processes than the caps still counts them exactly up
+// to the cap and then says "at least" (capped).
 type state struct {
 	ce     *centry
 	sights []sight // one per pattern, in order of first sighting
 	lines  int
 	// procs are the processes that printed a matching line with NCCL's
-	// host:pid prefix; wtext maps each such line's message text to the
-	// processes that printed it (for recognising PyTorch's echoes).
-	procs map[string]struct{}
-	wtext map[string]map[string]struct{}
-	npair int // entries in wtext's sets, bounded by maxTextPairs
-	// utext counts the matching lines without NCCL's prefix by message
-	// text (and Ray/vLLM process, when its prefix names one); overflow
-	// counts those past maxTexts, each alone.
-	utext    map[utextKey]int
-	overflow int
-	hosts    map[string]struct{}
+	// host:pid prefix; tprocs those that torchrun's failure summary named
+	// for a matching line of their reprinted traceback (torchrun.go).
+	procs  map[procID]struct{}
+	tprocs map[procID]struct{}
+	// wtext maps the message text (hashed) of each identified process's
+	// matching line to the processes that printed it, for recognising
+	// PyTorch's echoes and the traceback a worker printed before torchrun
+	// reprinted it.
+	wtext map[uint64]map[procID]struct{}
+	npair int // entries in wtext's sets
+	// utext counts the units of matching lines that name no process: an
+	// exception's lines (a header and its continuation lines, see block)
+	// count as one unit, keyed by the first line's text (and Ray/vLLM
+	// process, when its prefix names one).
+	utext map[utextKey]*unit
+	blk   block
+	hosts map[string]struct{}
+	// capped: a process or text was left out because a cap was reached, so
+	// count is a lower bound; hostsCapped: a host was left out.
+	capped, hostsCapped bool
 	// announced: returned by Feed/FeedAll once (or skipped there as a
 	// generic cause hidden by a failure).
 	announced bool
@@ -34,19 +46,82 @@ type sight struct {
 	firstLine string
 }
 
-// utextKey is an unprefixed matching line's message text and the Ray/vLLM
-// process named by its prefix ("" when none).
-type utextKey struct{ text, proc string }
+// procID names a process: the hash of its host (0 when the host is not
+// known, as for a Ray "pid=N" without ip or torchrun's "localhost") and
+// its pid.
+type procID struct {
+	host uint64
+	pid  int64
+}
 
-// Bounds on what a state remembers for counting echoes: a log with more
-// distinct texts still counts, only less exactly (extra lines count alone).
+// utextKey is an unidentified unit's first text (hashed) and the Ray/vLLM
+// process named by its prefix (zero when none).
+type utextKey struct {
+	text uint64
+	proc procID
+}
+
+// unit is the lines of one unidentified unit key: n units, and the hashes
+// of the first line's text and of its ends from a word boundary in the
+// first maxEchoPrefix bytes (echo candidates, at most maxCands).
+type unit struct {
+	n     int
+	cands []uint64
+}
+
+// block is the unidentified unit being read: a Python exception header
+// ("RuntimeError: NCCL error in: ...") and the lines that follow it
+// within maxGap lines ("ncclSystemError: ...", the "Last error:" text)
+// are one process's message, not one process each.
+type block struct {
+	on    bool
+	last  int // line number of its last line
+	proc  procID
+	cands []uint64 // echo candidates of its lines (bounded)
+}
+
+// Caps on what one state remembers, and on what one matcher's states
+// remember together (Matcher.room). The matcher-wide budgets keep the
+// memory bounded whatever the catalog's size; a state past either counts
+// exactly up to it and is marked capped.
 const (
-	maxTexts     = 4096
-	maxTextPairs = 1 << 16
+	maxProcs     = 4096
+	maxHosts     = 1024
+	maxTexts     = 1024
+	maxTextPairs = 1 << 14
+	maxHostLen   = 64 // a DNS label is at most 63 bytes (RFC 1035)
+
+	roomProcs = 1 << 14
+	roomHosts = 4096
+	roomTexts = 4096
+	roomPairs = 1 << 16
+
 	// maxEchoPrefix is how far into an unprefixed line the echoed WARN
 	// text may start (after a collector's own words, e.g. pdsh's "host: ").
 	maxEchoPrefix = 96
+	maxCands      = 16
+	maxBlockCands = 64
+	// maxGap is how many lines after the last line of an exception its
+	// continuation may come (a "Last error:" line between them).
+	maxGap = 3
 )
+
+// room is what a matcher's states may still add together.
+type room struct{ procs, hosts, texts, pairs int }
+
+func newRoom() room {
+	return room{procs: roomProcs, hosts: roomHosts, texts: roomTexts, pairs: roomPairs}
+}
+
+var hashSeed = maphash.MakeSeed()
+
+func hashBytes(b []byte) uint64  { return maphash.Bytes(hashSeed, b) }
+func hashString(s string) uint64 { return maphash.String(hashSeed, s) }
+
+func newState(ce *centry) *state {
+	return &state{ce: ce, procs: map[procID]struct{}{}, tprocs: map[procID]struct{}{},
+		wtext: map[uint64]map[procID]struct{}{}, utext: map[utextKey]*unit{}, hosts: map[string]struct{}{}}
+}
 
 // record counts a sighting of p on line; it returns the cause's state.
 func (m *Matcher) record(p *cpattern, line []byte) *state {
@@ -56,29 +131,42 @@ func (m *Matcher) record(p *cpattern, line []byte) *state {
 	}
 	st := m.states[ce.ID]
 	if st == nil {
-		st = &state{ce: ce, procs: map[string]struct{}{}, wtext: map[string]map[string]struct{}{},
-			utext: map[utextKey]int{}, hosts: map[string]struct{}{}}
+		st = newState(ce)
 		m.states[ce.ID] = st
 		m.order = append(m.order, st)
 	}
 	pl := ParseLine(line)
 	st.lines++
-	if pl.Start >= 0 && pl.Host != "" && pl.PID != 0 {
-		key := pl.Host + ":" + strconv.Itoa(pl.PID)
-		st.procs[key] = struct{}{}
-		st.addWarnText(strings.TrimSpace(pl.Msg), key)
-	} else {
-		proc := ""
-		switch {
-		case pl.Host != "" && pl.PID != 0:
-			proc = pl.Host + ":" + strconv.Itoa(pl.PID)
-		case pl.PID != 0:
-			proc = "pid:" + strconv.Itoa(pl.PID)
+	switch {
+	case pl.Start >= 0 && pl.Host != "" && pl.PID != 0:
+		id := procID{hashString(pl.Host), int64(pl.PID)}
+		m.addProc(st, st.procs, id)
+		m.addText(st, hashString(strings.TrimSpace(pl.Msg)), id)
+		st.blk.on = false
+		m.addHost(st, pl.Host)
+	case pl.Start < 0 && m.sum.attributes(line, m.lineNo):
+		// A line of a traceback torchrun's failure summary reprints: the
+		// process the summary names, not one more.
+		m.sum.last = m.lineNo
+		id := m.sum.proc()
+		m.addProc(st, st.tprocs, id)
+		m.addText(st, hashBytes(summaryText(line)), id)
+		st.blk.on = false
+		if m.sum.hostName != "" {
+			m.addHost(st, m.sum.hostName)
 		}
-		st.addBareText(bareText(line), proc)
-	}
-	if pl.Host != "" {
-		st.hosts[pl.Host] = struct{}{}
+	default:
+		var proc procID
+		if pl.PID != 0 {
+			proc.pid = int64(pl.PID)
+			if pl.Host != "" {
+				proc.host = hashString(pl.Host)
+			}
+		}
+		m.addBare(st, line, proc)
+		if pl.Host != "" {
+			m.addHost(st, pl.Host)
+		}
 	}
 	for _, s := range st.sights {
 		if s.p == p {
@@ -89,90 +177,201 @@ func (m *Matcher) record(p *cpattern, line []byte) *state {
 	return st
 }
 
-func (st *state) addWarnText(text, proc string) {
+func (m *Matcher) addProc(st *state, set map[procID]struct{}, id procID) {
+	if _, ok := set[id]; ok {
+		return
+	}
+	if len(st.procs)+len(st.tprocs) >= maxProcs || m.room.procs <= 0 {
+		st.capped = true
+		return
+	}
+	m.room.procs--
+	set[id] = struct{}{}
+}
+
+func (m *Matcher) addHost(st *state, h string) {
+	if len(h) > maxHostLen {
+		h = h[:maxHostLen]
+	}
+	if _, ok := st.hosts[h]; ok {
+		return
+	}
+	if len(st.hosts) >= maxHosts || m.room.hosts <= 0 {
+		st.hostsCapped = true
+		return
+	}
+	m.room.hosts--
+	st.hosts[h] = struct{}{}
+}
+
+func (m *Matcher) addText(st *state, text uint64, proc procID) {
 	set := st.wtext[text]
 	if set == nil {
-		if len(st.wtext) >= maxTexts {
-			return
+		if len(st.wtext) >= maxTexts || m.room.texts <= 0 {
+			return // only the echo check loses a text; the process is counted
 		}
-		set = map[string]struct{}{}
+		m.room.texts--
+		set = map[procID]struct{}{}
 		st.wtext[text] = set
 	}
-	if _, ok := set[proc]; !ok && st.npair < maxTextPairs {
+	if _, ok := set[proc]; !ok && st.npair < maxTextPairs && m.room.pairs > 0 {
 		set[proc] = struct{}{}
 		st.npair++
+		m.room.pairs--
 	}
 }
 
-func (st *state) addBareText(text, proc string) {
-	k := utextKey{text, proc}
-	if _, ok := st.utext[k]; !ok && len(st.utext) >= maxTexts {
-		if proc != "" {
-			st.procs[proc] = struct{}{}
-		} else {
-			st.overflow++
+// addBare counts a matching line that names no process by NCCL's prefix
+// (proc is its Ray/vLLM process, if any): the continuation of the
+// exception being read, or a new unit.
+func (m *Matcher) addBare(st *state, line []byte, proc procID) {
+	b := stripCollector(line)
+	header := isExceptionHeader(b)
+	cands := echoCands(bareText(b), m.cands[:0])
+	m.cands = cands
+	blk := &st.blk
+	if blk.on && !header && blk.proc == proc && m.lineNo-blk.last <= maxGap && !overlaps(blk.cands, cands) {
+		blk.last = m.lineNo
+		if len(blk.cands)+len(cands) <= maxBlockCands {
+			blk.cands = append(blk.cands, cands...)
 		}
 		return
 	}
-	st.utext[k]++
+	*blk = block{on: true, last: m.lineNo, proc: proc, cands: append(blk.cands[:0], cands...)}
+	k := utextKey{cands[0], proc}
+	if u := st.utext[k]; u != nil {
+		u.n++
+		return
+	}
+	if len(st.utext) >= maxTexts || m.room.texts <= 0 {
+		st.capped = true
+		return
+	}
+	m.room.texts--
+	st.utext[k] = &unit{n: 1, cands: append([]uint64(nil), cands...)}
 }
 
-// bareText is the message of a line without NCCL's prefix: collector
-// prefixes removed, and what follows PyTorch's "Last error:" when the
-// echo shares its line.
-func bareText(line []byte) string {
-	b := stripCollector(line)
+func overlaps(a, b []uint64) bool {
+	for _, x := range a {
+		for _, y := range b {
+			if x == y {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// isExceptionHeader reports whether b starts like the last line of a
+// Python traceback: a dotted name whose last part is a capitalised
+// ...Error or ...Exception, then ':' ("RuntimeError:",
+// "torch.distributed.DistBackendError:"); NCCL's own "ncclSystemError:"
+// continuation is not one.
+func isExceptionHeader(b []byte) bool {
+	i := 0
+	for i < len(b) && (isWordByte(b[i]) || b[i] == '.') {
+		i++
+	}
+	if i == 0 || i >= len(b) || b[i] != ':' {
+		return false
+	}
+	name := b[:i]
+	if j := bytes.LastIndexByte(name, '.'); j >= 0 {
+		name = name[j+1:]
+	}
+	return len(name) > 0 && name[0] >= 'A' && name[0] <= 'Z' &&
+		(bytes.HasSuffix(name, []byte("Error")) || bytes.HasSuffix(name, []byte("Exception")))
+}
+
+func isWordByte(c byte) bool {
+	return c == '_' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+}
+
+// bareText is the message of a line without NCCL's prefix, collector
+// prefixes already removed: what follows PyTorch's "Last error:" when the
+// echo shares its line, without surrounding blanks.
+func bareText(b []byte) []byte {
 	if i := bytes.Index(b, []byte("Last error:")); i >= 0 {
 		b = b[i+len("Last error:"):]
 	}
-	return string(bytes.TrimSpace(b))
+	return bytes.TrimSpace(b)
 }
 
-// echoOf returns the WARN text (printed with NCCL's prefix by some
-// process) that the unprefixed text repeats: the whole text, or its end
-// from a word boundary in the first maxEchoPrefix bytes.
-func (st *state) echoOf(text string) (string, bool) {
-	if _, ok := st.wtext[text]; ok {
-		return text, true
-	}
-	for i := 1; i < len(text) && i <= maxEchoPrefix; i++ {
+// echoCands appends to dst the hash of text and of its ends from a word
+// boundary in the first maxEchoPrefix bytes (at most maxCands in all):
+// the WARN texts it may echo.
+func echoCands(text []byte, dst []uint64) []uint64 {
+	dst = append(dst, hashBytes(text))
+	for i := 1; i < len(text) && i <= maxEchoPrefix && len(dst) < maxCands; i++ {
 		if text[i-1] == ' ' && text[i] != ' ' {
-			if _, ok := st.wtext[text[i:]]; ok {
-				return text[i:], true
-			}
+			dst = append(dst, hashBytes(text[i:]))
 		}
 	}
-	return "", false
+	return dst
+}
+
+// echoOf returns the WARN text (printed by an identified process) that a
+// unit repeats.
+func (st *state) echoOf(u *unit) (uint64, bool) {
+	for _, c := range u.cands {
+		if _, ok := st.wtext[c]; ok {
+			return c, true
+		}
+	}
+	return 0, false
 }
 
 // count is the number of processes that reported the cause. A line with
-// NCCL's host:pid prefix counts its process once. A line without it whose
-// text repeats a WARN text some prefixed process printed is PyTorch's
-// echo of that WARN (after "Last error:"): per text, echoes count only
-// beyond the processes that printed it with a prefix. Other unprefixed
-// lines count alone (or as their Ray/vLLM process).
-func (st *state) count() int {
-	n := len(st.procs) + st.overflow
-	var echoes map[string]int
-	var others map[string]struct{}
-	for k, lines := range st.utext {
-		if t, ok := st.echoOf(k.text); ok {
-			if echoes == nil {
-				echoes = map[string]int{}
-			}
-			echoes[t] += lines
+// NCCL's host:pid prefix counts its process once. A line of a traceback
+// reprinted in torchrun's failure summary counts the process the summary
+// names, once, and not again when its pid printed an NCCL line. A unit
+// without either (an exception and its continuation lines) whose text
+// repeats a text some identified process printed is PyTorch's echo of
+// that WARN (after "Last error:") or the traceback the worker printed
+// before torchrun reprinted it: per text, such units count only beyond
+// the processes that printed it identified. Other units count alone (or
+// as their Ray/vLLM process). capped reports that the count is a lower
+// bound.
+func (st *state) count() (n int, capped bool) {
+	n = len(st.procs)
+	var pids map[int64]struct{}
+	for t := range st.tprocs {
+		if _, ok := st.procs[t]; ok {
 			continue
 		}
-		if k.proc != "" {
+		if t.host == 0 {
+			if pids == nil {
+				pids = make(map[int64]struct{}, len(st.procs))
+				for p := range st.procs {
+					pids[p.pid] = struct{}{}
+				}
+			}
+			if _, ok := pids[t.pid]; ok {
+				continue
+			}
+		}
+		n++
+	}
+	var echoes map[uint64]int
+	var others map[procID]struct{}
+	for k, u := range st.utext {
+		if t, ok := st.echoOf(u); ok {
+			if echoes == nil {
+				echoes = map[uint64]int{}
+			}
+			echoes[t] += u.n
+			continue
+		}
+		if k.proc != (procID{}) {
 			if _, known := st.procs[k.proc]; !known {
 				if others == nil {
-					others = map[string]struct{}{}
+					others = map[procID]struct{}{}
 				}
 				others[k.proc] = struct{}{}
 			}
 			continue
 		}
-		n += lines
+		n += u.n
 	}
 	n += len(others)
 	for t, e := range echoes {
@@ -180,5 +379,5 @@ func (st *state) count() int {
 			n += extra
 		}
 	}
-	return n
+	return n, st.capped
 }

@@ -30,7 +30,8 @@ func (m *Matcher) snapshot(st *state) Diagnosis {
 			likelyHow = s.p.How
 		}
 	}
-	d := Diagnosis{ID: ce.ID, Title: ce.Title, Cause: ce.Cause, Fix: ce.Fix, Lines: st.lines, Count: st.count()}
+	d := Diagnosis{ID: ce.ID, Title: ce.Title, Cause: ce.Cause, Fix: ce.Fix, Lines: st.lines, HostsCapped: st.hostsCapped}
+	d.Count, d.CountCapped = st.count()
 	if src != nil {
 		d.FirstLine = src.firstLine
 		// A pattern's own cause/fix apply only to its own entry (not

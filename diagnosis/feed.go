@@ -31,12 +31,18 @@ type Matcher struct {
 	// (tests compare both paths).
 	filter   *gramFilter
 	nofilter bool
+	// lineNo counts the lines fed; sum is the torchrun failure-summary
+	// entry being read (torchrun.go); cands is addBare's scratch.
+	lineNo int
+	sum    summary
+	cands  []uint64
 
 	mu      sync.Mutex
 	seq     int
 	markers []bool // by pattern index: marker seen
 	states  map[string]*state
 	order   []*state
+	room    room // what the states may still remember together (count.go)
 }
 
 // NewMatcher returns a matcher over the shipped catalog (DefaultCatalog).
@@ -48,7 +54,8 @@ func NewMatcherWith(c *Catalog, f Facts) *Matcher {
 	return &Matcher{
 		cat:     c,
 		facts:   f,
-		stamp:   make([]uint32, len(c.pats)),
+		stamp:   make([]uint32, c.ac.npattern),
+		room:    newRoom(),
 		filter:  c.filter,
 		markers: make([]bool, len(c.pats)),
 		states:  map[string]*state{},
@@ -74,6 +81,7 @@ func (m *Matcher) Feed(line []byte) *Diagnosis {
 // FeedAll is Feed returning every cause this line made visible (nil for
 // most lines).
 func (m *Matcher) FeedAll(line []byte) []Diagnosis {
+	m.lineNo++
 	if len(line) > MaxLine {
 		line = line[:MaxLine]
 	}
@@ -86,6 +94,20 @@ func (m *Matcher) FeedAll(line []byte) []Diagnosis {
 		m.gen = 1
 	}
 	m.cand = m.cat.ac.scan(line, m.stamp, m.gen, m.cand[:0])
+	if n := int32(len(m.cat.pats)); len(m.cand) > 0 {
+		// A torchrun summary line (torchrun.go) is followed, not matched.
+		k := 0
+		for _, pi := range m.cand {
+			if pi < n {
+				m.cand[k] = pi
+				k++
+			}
+		}
+		if k < len(m.cand) {
+			m.sum.see(line, m.lineNo)
+			m.cand = m.cand[:k]
+		}
+	}
 	if len(m.cand) == 0 || (!m.nofilter && m.onlySeenMarkers(m.cand)) {
 		return nil
 	}

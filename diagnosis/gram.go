@@ -3,6 +3,7 @@ package diagnosis
 import (
 	"encoding/binary"
 	"strings"
+	"sync"
 )
 
 // The gram filter is a cheaper first pass in front of the Aho-Corasick
@@ -177,5 +178,18 @@ func buildGramFilter(pats []*cpattern, live func(i int) bool) *gramFilter {
 			f.add(g)
 		}
 	}
+	for _, g := range summaryGrams() {
+		f.add(g)
+	}
 	return f
 }
+
+// summaryGrams are the grams of summaryLits (torchrun.go), which every
+// filter passes.
+var summaryGrams = sync.OnceValue(func() []uint32 {
+	gs := make([]uint32, len(summaryLits))
+	for i, l := range summaryLits {
+		gs[i] = chooseGram(l)
+	}
+	return gs
+})

@@ -60,7 +60,7 @@ func TestGramFilterSound(t *testing.T) {
 	lines := allTestLines(t)
 	for _, pc := range perfCatalogs(t) {
 		c := pc.c
-		stamp := make([]uint32, len(c.pats))
+		stamp := make([]uint32, c.ac.npattern)
 		all := append(append([]string{}, lines...), mergedLines(t, c, lines)...)
 		for i, l := range all {
 			cand := c.ac.scan([]byte(l), stamp, uint32(i+1), nil)

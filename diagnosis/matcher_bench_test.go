@@ -139,7 +139,7 @@ func BenchmarkPrefilterScan(b *testing.B) {
 	lines, mean := perfLines(b)
 	for _, pc := range perfCatalogs(b) {
 		b.Run(fmt.Sprintf("%s(%d)", pc.name, len(pc.c.Entries())), func(b *testing.B) {
-			stamp := make([]uint32, len(pc.c.pats))
+			stamp := make([]uint32, pc.c.ac.npattern)
 			var cand []int32
 			b.SetBytes(int64(mean))
 			b.ResetTimer()
@@ -197,7 +197,7 @@ func TestPerfCatalogs(t *testing.T) {
 		t.Fatalf("first-10 catalog has %d entries", got)
 	}
 	count := func(c *Catalog) int {
-		stamp := make([]uint32, len(c.pats))
+		stamp := make([]uint32, c.ac.npattern)
 		n := 0
 		for i, l := range lines {
 			n += len(c.ac.scan(l, stamp, uint32(i+1), nil))

@@ -132,3 +132,16 @@ func stripCollector(b []byte) []byte {
 	}
 	return b
 }
+
+// stripCollectorWords is stripCollector that keeps leading blanks: what
+// follows the collector prefixes, indentation included.
+func stripCollectorWords(b []byte) []byte {
+	for i := 0; i < 8 && len(b) > 0 && b[0] != ' ' && b[0] != '\t'; i++ {
+		loc := collectorRe().FindIndex(b)
+		if loc == nil || loc[1] == 0 {
+			break
+		}
+		b = b[loc[1]:]
+	}
+	return b
+}

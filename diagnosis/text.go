@@ -20,20 +20,8 @@ func TerminationMessage(ds []Diagnosis, limit int) string {
 	d := ds[0]
 	var b strings.Builder
 	fmt.Fprintf(&b, "ncclrun: %s (%s", d.Title, d.ID)
-	if d.Count > 0 {
-		fmt.Fprintf(&b, ", %d process", d.Count)
-		if d.Count != 1 {
-			b.WriteString("es")
-		}
-	}
-	if len(d.Hosts) > 0 {
-		hs := d.Hosts
-		more := ""
-		if len(hs) > 8 {
-			more = fmt.Sprintf(" and %d more", len(hs)-8)
-			hs = hs[:8]
-		}
-		fmt.Fprintf(&b, " on %s%s", strings.Join(hs, ", "), more)
+	if d.Count > 0 || len(d.Hosts) > 0 {
+		b.WriteString(", " + Reach(d))
 	}
 	b.WriteString(")\n")
 	b.WriteString("fix: " + d.Fix + "\n")
@@ -87,4 +75,37 @@ func firstLine(p *cpattern, line []byte, pl Line) string {
 	}
 	s := strings.TrimSpace(strings.ToValidUTF8(string(b), "\uFFFD"))
 	return cut(s, maxFirstLine)
+}
+
+// ListedHosts is how many hosts Reach names before "and N more".
+const ListedHosts = 8
+
+// Reach says who reported d in a bounded phrase: "16 processes on node-a,
+// node-b", at most ListedHosts hosts named, "and 4 more" after them; a
+// count or host list that reached the matcher's caps (CountCapped,
+// HostsCapped) reads "4096+ processes" and "and 1016+ more".
+func Reach(d Diagnosis) string {
+	var b strings.Builder
+	plus := ""
+	if d.CountCapped {
+		plus = "+"
+	}
+	fmt.Fprintf(&b, "%d%s process", d.Count, plus)
+	if d.Count != 1 || d.CountCapped {
+		b.WriteString("es")
+	}
+	if len(d.Hosts) > 0 {
+		hs, more := d.Hosts, ""
+		if len(hs) > ListedHosts {
+			hs = hs[:ListedHosts]
+		}
+		if n := len(d.Hosts) - len(hs); n > 0 || d.HostsCapped {
+			more = fmt.Sprintf(" and %d more", n)
+			if d.HostsCapped {
+				more = fmt.Sprintf(" and %d+ more", n)
+			}
+		}
+		b.WriteString(" on " + strings.Join(hs, ", ") + more)
+	}
+	return b.String()
 }

@@ -77,12 +77,11 @@ func plural(n int, one, many string) string {
 }
 
 // reach says who reported a diagnosis: "16 processes on node-a, node-b (48 lines)".
+// It is bounded whatever the log: at most diagnosis.ListedHosts hosts are
+// named, then "and N more"; a count or host list that reached the
+// matcher's cap reads "4096+ processes", "and 1016+ more".
 func reach(d diagnosis.Diagnosis) string {
-	s := plural(d.Count, "process", "processes")
-	if len(d.Hosts) > 0 {
-		s += " on " + strings.Join(d.Hosts, ", ")
-	}
-	return s + " (" + plural(d.Lines, "line", "lines") + ")"
+	return diagnosis.Reach(d) + " (" + plural(d.Lines, "line", "lines") + ")"
 }
 
 // summaryMessage is run's summary at exit, one line per diagnosis.

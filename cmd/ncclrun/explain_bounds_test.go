@@ -1,0 +1,79 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// measured is one run of the real binary with its peak RSS.
+type measured struct {
+	code           int
+	stdout, stderr string
+	maxRSS         int64 // bytes
+}
+
+// runMeasured runs the ncclrun binary with args and returns its output,
+// exit status and peak resident set size (getrusage of the child).
+func runMeasured(t *testing.T, args ...string) measured {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Env = baseEnv(t)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	if _, ok := err.(*exec.ExitError); err != nil && !ok {
+		t.Fatalf("start ncclrun %q: %v", args, err)
+	}
+	ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage)
+	require.True(t, ok)
+	return measured{code: cmd.ProcessState.ExitCode(), stdout: out.String(), stderr: errb.String(), maxRSS: ru.Maxrss << 10}
+}
+
+// TestExplainBoundedSummary: WARN lines from ever new processes on ever
+// new hosts give a bounded summary (it was a 29 MB line for a million) in
+// bounded memory, and the JSON says that count and hosts were capped.
+func TestExplainBoundedSummary(t *testing.T) {
+	var b bytes.Buffer
+	for i := 0; i < 50_000; i++ {
+		fmt.Fprintf(&b, "node-%d:%d:%d [0] misc/ibvwrap.cc:190 NCCL WARN Call to ibv_create_cq failed with error Cannot allocate memory\n", i, 1000+i, i)
+	}
+	p := filepath.Join(t.TempDir(), "many.log")
+	require.NoError(t, os.WriteFile(p, b.Bytes(), 0o644))
+
+	r := runMeasured(t, "explain", p)
+	require.Equal(t, 0, r.code, r.stderr)
+	for _, l := range strings.Split(r.stdout, "\n") {
+		assert.LessOrEqual(t, len(l), 1024, "line %.200q...", l)
+	}
+	assert.Contains(t, r.stdout, "4096+ processes on node-0, node-1, ")
+	assert.Contains(t, r.stdout, "and 1016+ more (50000 lines)")
+	t.Logf("explain: peak RSS %d KiB", r.maxRSS>>10)
+
+	r = runMeasured(t, "explain", "--json", p)
+	require.Equal(t, 0, r.code, r.stderr)
+	var out struct {
+		Diagnoses []struct {
+			Count       int      `json:"count"`
+			CountCapped bool     `json:"count_capped"`
+			Hosts       []string `json:"hosts"`
+			HostsCapped bool     `json:"hosts_capped"`
+		} `json:"diagnoses"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &out))
+	require.Len(t, out.Diagnoses, 1)
+	d := out.Diagnoses[0]
+	assert.Equal(t, 4096, d.Count)
+	assert.True(t, d.CountCapped)
+	assert.Len(t, d.Hosts, 1024)
+	assert.True(t, d.HostsCapped)
+}

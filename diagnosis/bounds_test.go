@@ -1,0 +1,131 @@
+package diagnosis
+
+import (
+	"fmt"
+	"runtime"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// heapAfter feeds n lines made by gen to a fresh matcher and returns its
+// diagnoses and how much the live heap grew (after a GC, with the matcher
+// still referenced).
+func heapAfter(t testing.TB, n int, gen func(b []byte, i int) []byte) ([]Diagnosis, int64) {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	m := NewMatcher(Facts{})
+	line := make([]byte, 0, 256)
+	for i := 0; i < n; i++ {
+		line = gen(line[:0], i)
+		m.Feed(line)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	ds := m.Diagnoses()
+	runtime.KeepAlive(m)
+	return ds, int64(after.HeapAlloc) - int64(before.HeapAlloc)
+}
+
+// TestBoundedState: a million matching lines from distinct processes on
+// distinct hosts, each with its own text, keep the matcher's state
+// bounded (it was 828 MB, and the summary named every host): counts are
+// exact up to the caps, then lower bounds marked capped.
+func TestBoundedState(t *testing.T) {
+	const limit = 8 << 20 // live heap the matcher may add, whatever the input
+	warns := []string{
+		"misc/ibvwrap.cc:190 NCCL WARN Call to ibv_create_cq failed with error Cannot allocate memory",
+		"misc/shmutils.cc:88 NCCL WARN Error: failed to extend /dev/shm/nccl-x to 9637892 bytes",
+		"misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to 10.0.0.2<45123> failed : Connection refused",
+		"transport/net_ib.cc:1696 NCCL WARN NET/IB : Got completion from peer 10.0.0.2<5003> with error 12, opcode 0, len 0, vendor err 129 (Send)",
+	}
+	tests := []struct {
+		name  string
+		n     int
+		gen   func(b []byte, i int) []byte
+		ids   int  // causes expected
+		hosts bool // hosts expected capped
+	}{
+		{"a million prefixed WARNs, distinct hosts and texts", 1_000_000, func(b []byte, i int) []byte {
+			return fmt.Appendf(b, "node-%d:%d:%d [0] %s (%d)\n", i, 1000+i, 1000+i, warns[0], i)
+		}, 1, true},
+		{"four causes share the matcher's budget", 100_000, func(b []byte, i int) []byte {
+			return fmt.Appendf(b, "node-%d:%d:%d [0] %s %d\n", i, 1000+i, 7, warns[i%len(warns)], i)
+		}, 4, true},
+		{"unprefixed distinct texts", 20_000, func(b []byte, i int) []byte {
+			return fmt.Appendf(b, "RuntimeError: NCCL error in: x.cpp:%d, unhandled system error\n", i)
+		}, 1, false},
+		{"Ray processes", 20_000, func(b []byte, i int) []byte {
+			return fmt.Appendf(b, "(RayWorkerWrapper pid=%d, ip=10.%d.%d.%d) Call to ibv_reg_mr failed with error Cannot allocate memory %d\n", 1000+i, i>>16&255, i>>8&255, i&255, i)
+		}, 1, true},
+		{"torchrun summaries of distinct pids", 100_000, func(b []byte, i int) []byte {
+			switch i % 4 {
+			case 0:
+				return fmt.Appendf(b, "  host      : node-%d.cluster\n", i)
+			case 1:
+				return fmt.Appendf(b, "  exitcode  : 1 (pid: %d)\n", 1000+i)
+			case 2:
+				return fmt.Appendf(b, "  RuntimeError: NCCL error in: x.cpp:%d, unhandled system error\n", i)
+			}
+			return append(b, "----------------\n"...)
+		}, 1, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ds, grew := heapAfter(t, tt.n, tt.gen)
+			t.Logf("%d lines: live heap grew %d KiB", tt.n, grew>>10)
+			assert.Less(t, grew, int64(limit))
+			require.Len(t, ds, tt.ids)
+			total := 0
+			for _, d := range ds {
+				total += d.Lines
+				assert.True(t, d.CountCapped, "%s: count is a lower bound", d.ID)
+				assert.LessOrEqual(t, d.Count, maxProcs)
+				assert.Greater(t, d.Count, 1000, "%s: exact up to the cap", d.ID)
+				assert.LessOrEqual(t, len(d.Hosts), maxHosts)
+				assert.Equal(t, tt.hosts, d.HostsCapped, d.ID)
+			}
+			assert.GreaterOrEqual(t, total, tt.n/4, "every matching line counted")
+		})
+	}
+}
+
+// TestCapsExact: below the caps, counts and hosts are exact and not
+// marked capped; one more process is.
+func TestCapsExact(t *testing.T) {
+	gen := func(n, hosts int) string {
+		var b []byte
+		for i := 0; i < n; i++ {
+			b = fmt.Appendf(b, "node-%d:%d:1 [0] misc/ibvwrap.cc:190 NCCL WARN Call to ibv_create_cq failed with error Cannot allocate memory\n", i%hosts, 10+i)
+		}
+		return string(b)
+	}
+	ds := explainString(t, gen(maxProcs, maxHosts), Facts{})
+	require.Len(t, ds, 1)
+	assert.Equal(t, maxProcs, ds[0].Count)
+	assert.False(t, ds[0].CountCapped)
+	assert.Len(t, ds[0].Hosts, maxHosts)
+	assert.False(t, ds[0].HostsCapped)
+
+	ds = explainString(t, gen(maxProcs+1, maxHosts+1), Facts{})
+	require.Len(t, ds, 1)
+	assert.Equal(t, maxProcs, ds[0].Count)
+	assert.True(t, ds[0].CountCapped)
+	assert.Len(t, ds[0].Hosts, maxHosts)
+	assert.True(t, ds[0].HostsCapped)
+}
+
+// BenchmarkDistinctProcesses: WARN lines from ever new processes (the
+// state-bounding path: past the caps a line costs no allocation for state).
+func BenchmarkDistinctProcesses(b *testing.B) {
+	m := NewMatcher(Facts{})
+	line := make([]byte, 0, 256)
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		line = fmt.Appendf(line[:0], "node-%d:%d:%d [0] misc/ibvwrap.cc:190 NCCL WARN Call to ibv_create_cq failed with error Cannot allocate memory\n", i, 1000+i, i)
+		b.SetBytes(int64(len(line)))
+		m.Feed(line)
+	}
+}
