@@ -52,8 +52,13 @@ func TestExplainBoundedSummary(t *testing.T) {
 
 	r := runMeasured(t, "explain", p)
 	require.Equal(t, 0, r.code, r.stderr)
+	// The catalog's own texts (cause, fix) are as long as they are; what
+	// the log decides (who reported it) is bounded.
+	assert.LessOrEqual(t, len(r.stdout), 8<<10)
 	for _, l := range strings.Split(r.stdout, "\n") {
-		assert.LessOrEqual(t, len(l), 1024, "line %.200q...", l)
+		if strings.HasPrefix(l, "  seen:") {
+			assert.LessOrEqual(t, len(l), 1024, "line %.200q...", l)
+		}
 	}
 	assert.Contains(t, r.stdout, "4096+ processes on node-0, node-1, ")
 	assert.Contains(t, r.stdout, "and 1016+ more (50000 lines)")
