@@ -3,7 +3,11 @@ package preflight
 // This file is the contract between preflight and cmd/ncclrun. Extend it
 // (new fields, new functions); do not rename or remove what is here.
 
-import "github.com/ncclrun/ncclrun/internal/units"
+import (
+	"encoding/json"
+
+	"github.com/ncclrun/ncclrun/internal/units"
+)
 
 // Status is the verdict of one check.
 type Status string
@@ -149,8 +153,24 @@ type CommandState struct {
 	Via string `json:"via"`
 	// Ambient tells the launcher to raise CAP_IPC_LOCK into CMD's ambient set.
 	Ambient bool `json:"-"`
-	// Memlock is the limit CMD will start with.
-	Memlock Rlimit `json:"memlock"`
+	// Memlock is the limit CMD will start with, when MemlockKnown; JSON
+	// null when it could not be read (never a 0/0 that reads as a limit).
+	Memlock      Rlimit `json:"memlock"`
+	MemlockKnown bool   `json:"-"`
+}
+
+// MarshalJSON writes Memlock as null when it is not known.
+func (c CommandState) MarshalJSON() ([]byte, error) {
+	type plain CommandState
+	v := struct {
+		plain
+		Memlock *Rlimit `json:"memlock"`
+	}{plain: plain(c)}
+	if c.MemlockKnown {
+		m := c.Memlock
+		v.Memlock = &m
+	}
+	return json.Marshal(v)
 }
 
 // EnvSuggestion is a variable preflight proved right for this node

@@ -92,9 +92,9 @@ func credential(c credFacts, kind string) pinrule.Cred {
 // and the launcher's plan, through the rule table's Command.
 func planCommand(s sysRoot, c credFacts, plan Plan, kind string) cmdPlan {
 	p := cmdPlan{cred: credential(c, kind)}
-	p.cmd.Memlock = c.memlock
+	p.cmd.Memlock, p.cmd.MemlockKnown = c.memlock, c.memlockErr == nil
 	if plan.Memlock != nil {
-		p.cmd.Memlock, p.limitPlan = *plan.Memlock, true
+		p.cmd.Memlock, p.cmd.MemlockKnown, p.limitPlan = *plan.Memlock, true, true
 		p.cred.Plan.Memlock = true
 		p.cred.Memlock = pinrule.Limit(*plan.Memlock)
 	}
@@ -326,6 +326,13 @@ func checkMemlock(opts Options, c credFacts, p cmdPlan, kind string) (Result, me
 		"hard_before": rlimitDetail(before.Hard),
 		"min_bytes":   min,
 		"rule":        v.rule,
+	}
+	if c.memlockErr != nil {
+		// Unknown, not 0: a 0/0 limit reads as "nothing can be pinned".
+		d["soft"], d["hard"] = nil, nil
+		if opts.MemlockBefore == nil {
+			d["soft_before"], d["hard_before"] = nil, nil
+		}
 	}
 	if c.memlockErr != nil {
 		d["error"] = c.memlockErr.Error()

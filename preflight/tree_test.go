@@ -2,6 +2,7 @@ package preflight
 
 import (
 	"context"
+	"encoding/json"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -166,7 +167,7 @@ func TestTreeResults(t *testing.T) {
 		assert.Equal(t, CapSets{Bounding: true}, caps.Details["ipc_lock"])
 		assert.Equal(t, 1000, caps.Details["uid"])
 		assert.Equal(t, false, caps.Details["no_new_privs"])
-		assert.Equal(t, CommandState{UID: 1000, GID: 1000, Via: "none", Memlock: Rlimit{65536, 65536}}, caps.Details["command"])
+		assert.Equal(t, CommandState{UID: 1000, GID: 1000, Via: "none", Memlock: Rlimit{65536, 65536}, MemlockKnown: true}, caps.Details["command"])
 	})
 	t.Run("slurm raise simulated", func(t *testing.T) {
 		r := Run(context.Background(), Options{Root: "testdata/slurm", Env: []string{"SLURM_JOB_ID=1"}})
@@ -352,4 +353,35 @@ func TestProbeResults(t *testing.T) {
 			assert.Equal(t, Skip, c.Status, c.ID)
 		}
 	})
+}
+
+// Promise (issue 12.13): limits that cannot be read are unknown, JSON
+// null, in the memlock details and CMD's state, never soft/hard 0.
+func TestUnreadableLimitsAreNull(t *testing.T) {
+	rep := Run(context.Background(), Options{Root: t.TempDir()})
+	b, err := json.Marshal(rep)
+	require.NoError(t, err)
+	var doc struct {
+		Checks []struct {
+			ID      string                     `json:"id"`
+			Details map[string]json.RawMessage `json:"details"`
+		} `json:"checks"`
+	}
+	require.NoError(t, json.Unmarshal(b, &doc))
+	seen := 0
+	for _, c := range doc.Checks {
+		switch c.ID {
+		case IDMemlock:
+			for _, k := range []string{"soft", "hard", "soft_before", "hard_before"} {
+				assert.Equal(t, "null", string(c.Details[k]), "memlock %s", k)
+			}
+			seen++
+		case "capabilities":
+			var cmd map[string]json.RawMessage
+			require.NoError(t, json.Unmarshal(c.Details["command"], &cmd))
+			assert.Equal(t, "null", string(cmd["memlock"]), "command.memlock")
+			seen++
+		}
+	}
+	assert.Equal(t, 2, seen)
 }
