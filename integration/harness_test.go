@@ -56,11 +56,16 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binDir = dir
-	if dockerErr == nil {
+	criErr = findCRITools()
+	if dockerErr == nil || criErr == nil {
 		probeErr = buildStatic(dir, "capprobe", "./integration/testdata/capprobe")
 		ncclErr = buildStatic(dir, "ncclrun", "./cmd/ncclrun")
 	}
+	if criErr == nil {
+		pauseErr = buildStatic(dir, "pause", "./integration/testdata/pause")
+	}
 	code := m.Run()
+	stopLeftoverCRI()
 	if err := writeTable(); err != nil {
 		fmt.Fprintln(os.Stderr, "writing the scenario table:", err)
 	}
@@ -166,9 +171,17 @@ func runContainer(t *testing.T, opts []string, image string, cmd ...string) resu
 // `setcap cap_ipc_lock+p`: struct vfs_cap_data revision 2 (linux/capability.h),
 // magic_etc = VFS_CAP_REVISION_2 without VFS_CAP_FLAGS_EFFECTIVE,
 // permitted[0] = 1<<CAP_IPC_LOCK, everything else 0.
-func vfsCapIPCLockP() string {
+func vfsCapIPCLockP() string { return vfsCapIPCLock(false) }
+
+// vfsCapIPCLock is the xattr value of cap_ipc_lock+p, or with effective set
+// (VFS_CAP_FLAGS_EFFECTIVE) of cap_ipc_lock+ep.
+func vfsCapIPCLock(effective bool) string {
 	b := make([]byte, 20)
-	binary.LittleEndian.PutUint32(b[0:], 0x02000000)
+	magic := uint32(0x02000000)
+	if effective {
+		magic |= 1
+	}
+	binary.LittleEndian.PutUint32(b[0:], magic)
 	binary.LittleEndian.PutUint32(b[4:], 1<<14)
 	return string(b)
 }
@@ -180,7 +193,9 @@ type tarFile struct {
 	Body    []byte
 	Dir     bool
 	FileCap bool // carry cap_ipc_lock+p as a security.capability xattr
-	Link    string
+	// FileCapEff: carry cap_ipc_lock+ep instead.
+	FileCapEff bool
+	Link       string
 }
 
 // writeTar writes files (directories first, sorted) as a tar archive to w.
@@ -200,8 +215,8 @@ func writeTar(w io.Writer, files []tarFile) error {
 			h.Typeflag = tar.TypeReg
 			h.Size = int64(len(f.Body))
 		}
-		if f.FileCap {
-			h.PAXRecords = map[string]string{"SCHILY.xattr.security.capability": vfsCapIPCLockP()}
+		if f.FileCap || f.FileCapEff {
+			h.PAXRecords = map[string]string{"SCHILY.xattr.security.capability": vfsCapIPCLock(f.FileCapEff)}
 		}
 		if err := tw.WriteHeader(h); err != nil {
 			return fmt.Errorf("tar header %q: %w", f.Name, err)

@@ -22,7 +22,8 @@ import (
 // checks.
 type doctorJSON struct {
 	Environment struct {
-		Kind string `json:"kind"`
+		Kind  string   `json:"kind"`
+		Clues []string `json:"clues"`
 	} `json:"environment"`
 	Checks []struct {
 		ID      string         `json:"id"`

@@ -5,8 +5,13 @@ package integration
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // The observed table: filled by the tests, written at the end of the suite
@@ -73,8 +78,7 @@ func writeTable() error {
 	tableMu.Lock()
 	defer tableMu.Unlock()
 	var b strings.Builder
-	b.WriteString("| scenario | memlock soft/hard | IPC_LOCK eff/prm/bnd/amb | NoNewPrivs | PID 1 mlock 16 MiB | doctor memlock | doctor capabilities | command.via | CMD mlock 16 MiB | diagnosis |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString(tableHeader)
 	for _, s := range scenarios {
 		if why, ok := noStart[s.Name]; ok {
 			fmt.Fprintf(&b, "| %s | container does not start: %s | | | | | | | | |\n", s.Name, why)
@@ -100,8 +104,141 @@ func writeTable() error {
 	if shmRow != "" {
 		b.WriteString("\n| scenario | doctor | run | diagnosis |\n|---|---|---|---|\n" + shmRow)
 	}
+	if ct := criTableLocked(); ct != "" {
+		b.WriteString("\n" + ct)
+	}
 	if fc := fileCapTable(); fc != "" {
 		b.WriteString("\n" + fc)
 	}
 	return os.WriteFile(path, []byte(b.String()), 0o644)
+}
+
+// The CRI suite's rows (cri_test.go), kept apart from Docker's.
+var (
+	criRawRows  = map[string]probe{}
+	criEngine   = map[string]string{}
+	criNcclRows = map[string]ncclRow{}
+	criNoStart  = map[string]string{}
+)
+
+func recordCRIRaw(name, memlock string, p probe) {
+	tableMu.Lock()
+	defer tableMu.Unlock()
+	criRawRows[name], criEngine[name] = p, memlock
+}
+
+func recordCRINCCL(name string, r ncclRow) {
+	tableMu.Lock()
+	defer tableMu.Unlock()
+	criNcclRows[name] = r
+}
+
+func recordCRINoStart(name, why string) {
+	tableMu.Lock()
+	defer tableMu.Unlock()
+	criNoStart[name] = why
+}
+
+const tableHeader = "| scenario | memlock soft/hard | IPC_LOCK eff/prm/bnd/amb | NoNewPrivs | PID 1 mlock 16 MiB | doctor memlock | doctor capabilities | command.via | CMD mlock 16 MiB | diagnosis |\n" +
+	"|---|---|---|---|---|---|---|---|---|---|\n"
+
+// criTable renders what TestCRIScenarios saw, in criScenarios order; ""
+// when it did not run.
+func criTable() string {
+	tableMu.Lock()
+	defer tableMu.Unlock()
+	return criTableLocked()
+}
+
+// criTableLocked is criTable for a caller holding tableMu.
+func criTableLocked() string {
+	if len(criRawRows) == 0 && len(criNoStart) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString(tableHeader)
+	for _, s := range criScenarios {
+		if why, ok := criNoStart[s.Name]; ok {
+			fmt.Fprintf(&b, "| %s | container does not start: %s | | | | | | | | |\n", s.Name, why)
+			continue
+		}
+		p, ok := criRawRows[s.Name]
+		if !ok {
+			continue
+		}
+		raw := fmt.Sprintf("| %s | %s / %s | %s/%s/%s/%s | %d | %s |", s.Name, fmtLimit(p.MemlockSoft), fmtLimit(p.MemlockHard),
+			yn(p.IPCLock["CapEff"]), yn(p.IPCLock["CapPrm"]), yn(p.IPCLock["CapBnd"]), yn(p.IPCLock["CapAmb"]), p.NoNewPrivs, yn(p.MlockOK))
+		n, nok := criNcclRows[s.Name]
+		if !nok {
+			b.WriteString(raw + " (not run) | | | | |\n")
+			continue
+		}
+		diag := n.Diagnosis
+		if diag == "" {
+			diag = "none"
+		}
+		fmt.Fprintf(&b, "%s %s | %s | %s | %s | %s |\n", raw, n.Memlock, n.Caps, n.Via, yn(n.ChildMlock), diag)
+	}
+	return b.String()
+}
+
+// readmeRows returns the rows of the tables in README.md's "What real
+// containers do" section, by scenario (first cell).
+func readmeRows(t *testing.T) map[string]string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
+	require.NoError(t, err)
+	_, sec, ok := strings.Cut(string(b), "\n## What real containers do\n")
+	require.True(t, ok, "README.md has no \"What real containers do\" section")
+	if i := strings.Index(sec, "\n## "); i >= 0 {
+		sec = sec[:i]
+	}
+	rows := map[string]string{}
+	for _, l := range strings.Split(sec, "\n") {
+		if !strings.HasPrefix(l, "| ") || strings.HasPrefix(l, "| scenario |") {
+			continue
+		}
+		name := strings.TrimSpace(strings.Split(l, "|")[1])
+		rows[name] = l
+	}
+	return rows
+}
+
+// TestReadmeContainerRowsHaveTests: every row of README's containers
+// tables is a scenario this suite runs (Docker's scenarios or
+// criScenarios), so no row is there without a test behind it; and every
+// scenario has its row.
+func TestReadmeContainerRowsHaveTests(t *testing.T) {
+	known := map[string]bool{}
+	for _, s := range scenarios {
+		known[s.Name] = true
+	}
+	for _, s := range criScenarios {
+		known[s.Name] = true
+	}
+	rows := readmeRows(t)
+	for name := range rows {
+		assert.True(t, known[name], "README row %q is no scenario of the suite", name)
+	}
+	for name := range known {
+		assert.Contains(t, rows, name, "scenario %q has no README row", name)
+	}
+}
+
+// checkReadmeCRIRows compares README's CRI rows with what this run saw;
+// rows whose limit is the test's own (-8m) only where that is 8 MiB.
+func checkReadmeCRIRows(t *testing.T) {
+	t.Helper()
+	rows := readmeRows(t)
+	for _, l := range strings.Split(criTable(), "\n") {
+		if !strings.HasPrefix(l, "| cri-") {
+			continue
+		}
+		name := strings.TrimSpace(strings.Split(l, "|")[1])
+		if strings.HasSuffix(name, "-8m") && selfMemlock() != 8<<20 {
+			t.Logf("%s: this run inherits %s, README shows 8 MiB; not compared", name, fmtLimit(selfMemlock()))
+			continue
+		}
+		assert.Equal(t, l, rows[name], "README.md's row for %s is not what the CRI suite saw: update it from this run", name)
+	}
 }

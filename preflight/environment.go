@@ -1,19 +1,53 @@
 package preflight
 
 import (
+	"bufio"
+	"bytes"
+	"regexp"
 	"strings"
 )
 
-// detectEnvironment decides the platform: kubernetes (KUBERNETES_SERVICE_HOST
-// or a service account mount), slurm (SLURM_JOB_ID or SLURM_PROCID), docker
-// (/.dockerenv, a container runtime in proc/1/cgroup, or the `container`
-// variable that podman and systemd-nspawn set), else host. Kubernetes comes
-// first because pods also look like containers; Slurm before docker because
-// its fixes (slurm.conf, pyxis mounts) are the ones that help inside a job.
+// kubeletPodDir is a path under the kubelet's pods directory
+// (/var/lib/kubelet/pods/<pod uid>/...) as it appears in the root field of
+// a mountinfo line: the kubelet bind-mounts /etc/hosts, the termination
+// log and every volume from there into each container of a pod.
+var kubeletPodDir = regexp.MustCompile(`/pods/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/(containers|volumes|etc-hosts)`)
+
+// podHostname is the name a controller gives a pod with generateName: a
+// DNS label ending in "-" and five characters of the apiserver's
+// generateName alphabet (no vowels, no 0, 1, 3). Deployment, Job,
+// DaemonSet and ReplicaSet pods are named like this.
+var podHostname = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?-[bcdfghjklmnpqrstvwxz2456789]{5}$`)
+
+// kubeVars are the variables the kubelet puts into every container (for
+// the API service), whatever enableServiceLinks says.
+var kubeVars = []string{"KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT", "KUBERNETES_PORT"}
+
+// detectEnvironment decides the platform from every clue it finds, and
+// lists them all in Environment.Clues (the first of the deciding kind is
+// Reason):
+//
+//   - Kubernetes: the kubelet's KUBERNETES_* variables; the service-account
+//     mount; a kubepods cgroup (proc/self/cgroup or proc/1/cgroup, cgroupfs
+//     or systemd driver); a mount from the kubelet's pod directory
+//     (proc/self/mountinfo); a generateName hostname (HOSTNAME, which
+//     Docker and the CRI set) counts only beside a CRI runtime's cgroup
+//     (containerd, crio), never alone.
+//   - Slurm: SLURM_JOB_ID or SLURM_PROCID.
+//   - a container (kind docker): /.dockerenv, a container runtime in the
+//     cgroup path, or the `container` variable of podman and systemd-nspawn.
+//
+// Kubernetes comes first because pods also look like containers: a pod
+// with automountServiceAccountToken: false and no KUBERNETES_* variables
+// is still a pod when its cgroup says kubepods, and Docker's advice would
+// be wrong there. Slurm before docker because its fixes (slurm.conf, pyxis
+// mounts) are the ones that help inside a job.
 func detectEnvironment(s sysRoot, env map[string]string) Environment {
 	var k8s, slurm, docker []string
-	if _, ok := env["KUBERNETES_SERVICE_HOST"]; ok {
-		k8s = append(k8s, "KUBERNETES_SERVICE_HOST is set")
+	for _, k := range kubeVars {
+		if _, ok := env[k]; ok {
+			k8s = append(k8s, k+" is set")
+		}
 	}
 	if s.exists("var/run/secrets/kubernetes.io/serviceaccount") {
 		k8s = append(k8s, "var/run/secrets/kubernetes.io/serviceaccount exists")
@@ -26,19 +60,43 @@ func detectEnvironment(s sysRoot, env map[string]string) Environment {
 	if s.exists(".dockerenv") {
 		docker = append(docker, ".dockerenv exists")
 	}
-	if b, err := s.readFile("proc/1/cgroup"); err == nil {
+	criRuntime, kubepods, runtime := false, false, false
+	for _, f := range []string{"proc/self/cgroup", "proc/1/cgroup"} {
+		b, err := s.readFile(f)
+		if err != nil {
+			continue
+		}
 		c := string(b)
-		for _, w := range []string{"docker", "containerd", "kubepods", "libpod", "crio"} {
-			if strings.Contains(c, w) {
-				docker = append(docker, "proc/1/cgroup mentions "+w)
-				break
+		if !kubepods && strings.Contains(c, "kubepods") {
+			kubepods = true
+			k8s = append(k8s, f+" mentions kubepods")
+		}
+		for _, w := range []string{"docker", "containerd", "libpod", "crio"} {
+			if !runtime && strings.Contains(c, w) {
+				runtime = true
+				docker = append(docker, f+" mentions "+w)
+				criRuntime = w == "containerd" || w == "crio"
 			}
+		}
+	}
+	if b, err := s.readFile("proc/self/mountinfo"); err == nil {
+		if m := kubeletPodMount(b); m != "" {
+			k8s = append(k8s, "proc/self/mountinfo: "+m+" is mounted from the kubelet's pod directory")
 		}
 	}
 	if v, ok := env["container"]; ok && v != "" {
 		docker = append(docker, "container="+v+" is set")
 	}
-	clues := append(append(append([]string{}, k8s...), slurm...), docker...)
+	var weak []string // listed, deciding nothing
+	if h := env["HOSTNAME"]; podHostname.MatchString(h) {
+		clue := "hostname " + h + " looks like a pod name"
+		if criRuntime {
+			k8s = append(k8s, clue)
+		} else {
+			weak = append(weak, clue+" (not decisive without a CRI runtime's cgroup)")
+		}
+	}
+	clues := append(append(append(append([]string{}, k8s...), slurm...), docker...), weak...)
 	switch {
 	case len(k8s) > 0:
 		return Environment{Kind: "kubernetes", Reason: k8s[0], Clues: clues}
@@ -47,7 +105,24 @@ func detectEnvironment(s sysRoot, env map[string]string) Environment {
 	case len(docker) > 0:
 		return Environment{Kind: "docker", Reason: docker[0], Clues: clues}
 	}
-	return Environment{Kind: "host", Reason: "no container or scheduler clue found"}
+	e := Environment{Kind: "host", Reason: "no container or scheduler clue found"}
+	if len(clues) > 0 {
+		e.Clues = clues
+	}
+	return e
+}
+
+// kubeletPodMount returns the mount point of the first mountinfo line
+// whose root lies in a kubelet pod directory, or "".
+func kubeletPodMount(b []byte) string {
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) > 4 && kubeletPodDir.MatchString(f[3]) {
+			return f[4]
+		}
+	}
+	return ""
 }
 
 func checkEnvironment(e Environment) Result {

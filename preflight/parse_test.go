@@ -2,6 +2,8 @@ package preflight
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -333,7 +335,20 @@ func TestEnvironmentDetection(t *testing.T) {
 		clues []string
 	}{
 		{"kubernetes by env", "ib-node", []string{"KUBERNETES_SERVICE_HOST=10.96.0.1"}, "kubernetes", []string{"KUBERNETES_SERVICE_HOST is set"}},
-		{"kubernetes by service account", "k8s-trap", nil, "kubernetes", []string{"var/run/secrets/kubernetes.io/serviceaccount exists", "proc/1/cgroup mentions containerd"}},
+		{"kubernetes by service account", "k8s-trap", nil, "kubernetes", []string{"var/run/secrets/kubernetes.io/serviceaccount exists", "proc/1/cgroup mentions kubepods", "proc/1/cgroup mentions containerd"}},
+		{"kubernetes by every kubelet variable", "ib-node", []string{"KUBERNETES_SERVICE_HOST=10.96.0.1", "KUBERNETES_SERVICE_PORT=443", "KUBERNETES_PORT=tcp://10.96.0.1:443"}, "kubernetes",
+			[]string{"KUBERNETES_SERVICE_HOST is set", "KUBERNETES_SERVICE_PORT is set", "KUBERNETES_PORT is set"}},
+		// Issue 14 item 1: no variables, no service account, a kubepods
+		// cgroup: a pod, not Docker.
+		{"kubernetes by the cgroup alone", "k8s-cgroup-only", nil, "kubernetes", []string{"proc/self/cgroup mentions kubepods"}},
+		{"kubernetes by the kubelet's mounts", "k8s-kubelet-mounts", nil, "kubernetes", []string{"proc/self/mountinfo: /etc/hosts is mounted from the kubelet's pod directory"}},
+		{"kubernetes: pod hostname beside a CRI cgroup", "ib-node-containerd", []string{"HOSTNAME=train-worker-x7k2q"}, "kubernetes",
+			[]string{"hostname train-worker-x7k2q looks like a pod name", "proc/self/cgroup mentions containerd"}},
+		{"docker: a pod-like hostname alone decides nothing", "docker-root", []string{"HOSTNAME=train-worker-x7k2q"}, "docker",
+			[]string{".dockerenv exists", "hostname train-worker-x7k2q looks like a pod name (not decisive without a CRI runtime's cgroup)"}},
+		{"host: a pod-like hostname alone decides nothing", "ib-node", []string{"HOSTNAME=gpu-node-x7k2q"}, "host",
+			[]string{"hostname gpu-node-x7k2q looks like a pod name (not decisive without a CRI runtime's cgroup)"}},
+		{"host: an ordinary hostname is no clue", "ib-node", []string{"HOSTNAME=gpu-node-17"}, "host", nil},
 		{"slurm inside docker", "roce-node", []string{"SLURM_PROCID=3"}, "slurm", []string{"SLURM_PROCID is set", ".dockerenv exists"}},
 		{"podman", "ib-node", []string{"container=podman"}, "docker", []string{"container=podman is set"}},
 		{"host", "ib-node", nil, "host", nil},
@@ -344,7 +359,14 @@ func TestEnvironmentDetection(t *testing.T) {
 			if env == nil {
 				env = []string{}
 			}
-			e := detectEnvironment(newRoot("testdata/"+tc.tree), environ.Map(env))
+			root := "testdata/" + tc.tree
+			if tc.tree == "ib-node-containerd" {
+				// ib-node with a containerd cgroup and no kubepods (a CRI
+				// runtime whose pod cgroups are not named so).
+				root = copyTree(t, "testdata/ib-node")
+				require.NoError(t, os.WriteFile(filepath.Join(root, "proc/self/cgroup"), []byte("0::/system.slice/containerd.service/cri-containerd-e8565882751f.scope\n"), 0o644))
+			}
+			e := detectEnvironment(newRoot(root), environ.Map(env))
 			assert.Equal(t, tc.kind, e.Kind)
 			assert.Equal(t, tc.clues, e.Clues)
 		})

@@ -51,6 +51,9 @@ const (
 var snapEnvNames = map[string]bool{
 	"HOME":                    true, // where ~/.nccl.conf is looked up
 	"KUBERNETES_SERVICE_HOST": true,
+	"KUBERNETES_SERVICE_PORT": true,
+	"KUBERNETES_PORT":         true,
+	"HOSTNAME":                true, // a pod's name is a platform clue
 	"container":               true,
 	"SLURM_JOB_ID":            true,
 	"SLURM_PROCID":            true,
@@ -320,7 +323,7 @@ func collectSnapshot(src string, environ []string) *snapshot {
 	// (snapshot raises nothing; doctor --root simulates run's raise).
 	for _, f := range []string{
 		"proc/self/status", "proc/self/limits", "proc/self/uid_map",
-		"proc/1/cgroup", "proc/meminfo",
+		"proc/self/cgroup", "proc/1/cgroup", "proc/meminfo",
 		"proc/net/if_inet6", "proc/net/route", "proc/net/fib_trie",
 		"etc/passwd", "etc/group",
 	} {

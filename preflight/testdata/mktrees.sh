@@ -100,7 +100,7 @@ NDR="400 Gb/sec (4X NDR)"
 ACTIVE="4: ACTIVE"
 LINKUP="5: LinkUp"
 
-rm -rf ib-node roce-node port-down missing-uverbs shm-64m no-peermem k8s-trap docker-root slurm userns nnp garbled
+rm -rf ib-node roce-node port-down missing-uverbs shm-64m no-peermem k8s-trap docker-root slurm userns nnp garbled k8s-cgroup-only k8s-kubelet-mounts
 
 # ib-node: bare-metal root, memlock unlimited, 4 NDR HCAs, peermem, 8 GPUs.
 t=ib-node
@@ -199,6 +199,32 @@ proc $t 1000 $ZERO $ZERO $ZERO $IPC $ZERO 1 8388608 8388608 "$IDMAP"
 shm $t 1g
 w $t/var/run/secrets/kubernetes.io/serviceaccount/token "x"
 common $t 5.15.0-131-generic
+
+# k8s-cgroup-only: the trap in a pod with automountServiceAccountToken: false
+# and no KUBERNETES_* variables (cgroup v1, cgroupfs driver, as the CRI suite
+# runs it): only proc/self/cgroup says kubepods.
+t=k8s-cgroup-only
+proc $t 1000 $ZERO $ZERO $ZERO $IPC $ZERO 1 65536 65536 "$IDMAP"
+shm $t 1g
+common $t 6.1.0-28-amd64
+w $t/proc/self/cgroup \
+	"4:memory:/kubepods/besteffort/pod4e45e509-a4f7-0b51-8a53-ab62bfeb1475/e8565882751f" \
+	"1:cpu:/kubepods/besteffort/pod4e45e509-a4f7-0b51-8a53-ab62bfeb1475/e8565882751f" \
+	"0::/kubepods/besteffort/pod4e45e509-a4f7-0b51-8a53-ab62bfeb1475/e8565882751f"
+
+# k8s-kubelet-mounts: a pod on cgroup v2 with a cgroup namespace (cgroup
+# says 0::/), no service account: the kubelet's bind mounts remain.
+t=k8s-kubelet-mounts
+proc $t 1000 $ZERO $ZERO $ZERO $IPC $ZERO 1 65536 65536 "$IDMAP"
+w $t/proc/self/mountinfo \
+	"620 540 0:55 / / rw,relatime master:300 - overlay overlay rw,lowerdir=/l,upperdir=/u,workdir=/w" \
+	"626 620 0:59 / /dev rw,nosuid - tmpfs tmpfs rw,size=65536k,mode=755" \
+	"630 626 0:61 / /dev/shm rw,nosuid,nodev,noexec,relatime - tmpfs shm rw,size=1g" \
+	"631 620 259:1 /var/lib/kubelet/pods/0c6f3a52-9d1e-4f7b-a5b8-2e41b7a3c9d0/etc-hosts /etc/hosts rw,relatime - ext4 /dev/nvme0n1p1 rw" \
+	"632 626 259:1 /var/lib/kubelet/pods/0c6f3a52-9d1e-4f7b-a5b8-2e41b7a3c9d0/containers/trainer/3f2a9c1e /dev/termination-log rw,relatime - ext4 /dev/nvme0n1p1 rw"
+w $t/proc/meminfo "MemTotal:       2113464000 kB" "MemFree:        2000000000 kB"
+w $t/proc/self/cgroup "0::/"
+common $t 6.1.0-28-amd64
 
 # garbled: every file preflight reads, broken.
 t=garbled
