@@ -30,6 +30,8 @@ type blindCase struct {
 	Expect   []string `json:"expect"`
 	Forbid   []string `json:"forbid"`
 	Why      string   `json:"why"`
+	// Note is blind3's name for Why.
+	Note string `json:"note"`
 }
 
 // TestBlindSuiteShape keeps the suite honest: every category of the
@@ -63,7 +65,7 @@ func checkSuiteRows(t *testing.T, dir string) (cs []blindCase, negatives int) {
 	for _, c := range cs {
 		assert.False(t, rows[c.Case], "case %q twice", c.Case)
 		rows[c.Case] = true
-		assert.NotEmpty(t, c.Why, "%s: why", c.Case)
+		assert.NotEmpty(t, c.Why+c.Note, "%s: why (or note)", c.Case)
 		assert.FileExists(t, filepath.Join(dir, c.Case+".log"))
 		if len(c.Forbid) == 1 && c.Forbid[0] == "*" {
 			negatives++

@@ -104,6 +104,10 @@ type Entry struct {
 	// AdequateID is where FactsMemlock sightings go when preflight saw an
 	// adequate locked-memory allowance.
 	AdequateID string `json:"adequate_id,omitempty"`
+	// AdequateMarker names a marker of this entry (the log printing an
+	// unlimited locked-memory limit, e.g. `ulimit -a`): without run's
+	// facts, a sighting made while it is on goes to AdequateID too.
+	AdequateMarker string `json:"adequate_marker,omitempty"`
 	// KnockOn marks causes that are often consequences of another failure
 	// (a watchdog timeout, a CUDA OOM): they rank after any non-generic
 	// cause first seen before them.
@@ -146,6 +150,10 @@ type Pattern struct {
 	// Marker patterns record that they were seen (for Requires and
 	// CertainWith) and are never a sighting themselves.
 	Marker bool `json:"marker,omitempty"`
+	// MultiHost markers are also on once lines of two different hosts
+	// (NCCL's host:pid:tid prefix, ParseLine) were seen: the job spans
+	// nodes even when NCCL printed no nNodes or channel line yet.
+	MultiHost bool `json:"multi_host,omitempty"`
 	// Requires names a marker that must be on (seen somewhere in the
 	// output, before or after, and not suppressed) for sightings of this
 	// pattern to count. A marker name is a marker of the same entry, or
@@ -224,6 +232,8 @@ type Catalog struct {
 	// filter holds the grams of every pattern's literals (gram.go): a
 	// line it rejects has no candidate.
 	filter *gramFilter
+	// multiHost are the indices of the MultiHost markers.
+	multiHost []int
 }
 
 // centry is a compiled entry.
@@ -233,6 +243,8 @@ type centry struct {
 	not     []*regexp.Regexp
 	notLit  [][]byte       // negative patterns that are plain literals (searched, not run)
 	markers map[string]int // marker name -> global pattern index
+	// adequateMarker is AdequateMarker's global pattern index, -1 none.
+	adequateMarker int
 }
 
 // cpattern is a compiled pattern.
@@ -361,7 +373,7 @@ func NewCatalog(entries []Entry) (*Catalog, error) {
 		if e.Certainty != Certain && e.Certainty != Likely {
 			return nil, fmt.Errorf("%w: entry %q: certainty %q is not %q or %q", ErrCatalog, e.ID, e.Certainty, Certain, Likely)
 		}
-		ce := &centry{Entry: *e, idx: i, markers: map[string]int{}}
+		ce := &centry{Entry: *e, idx: i, markers: map[string]int{}, adequateMarker: -1}
 		for _, n := range e.Not {
 			re, err := regexp.Compile(n)
 			if err != nil {
@@ -396,6 +408,22 @@ func NewCatalog(entries []Entry) (*Catalog, error) {
 		if cp.Marker {
 			cp.entry.markers[cp.Name] = i
 		}
+		if cp.MultiHost {
+			if !cp.Marker {
+				return nil, fmt.Errorf("%w: entry %q pattern %q: multi_host needs marker", ErrCatalog, cp.entry.ID, cp.Name)
+			}
+			c.multiHost = append(c.multiHost, i)
+		}
+	}
+	for _, ce := range c.cents {
+		if ce.AdequateMarker == "" {
+			continue
+		}
+		i, ok := ce.markers[ce.AdequateMarker]
+		if !ok || ce.AdequateID == "" {
+			return nil, fmt.Errorf("%w: entry %q: adequate_marker %q is not a marker of the entry (or no adequate_id)", ErrCatalog, ce.ID, ce.AdequateMarker)
+		}
+		ce.adequateMarker = i
 	}
 	for _, cp := range c.pats {
 		var err error

@@ -164,6 +164,9 @@ func TestNewCatalogErrors(t *testing.T) {
 		{"no patterns", func(es []Entry) []Entry { es[0].Patterns = nil; return es }, "no patterns"},
 		{"unknown entry in a marker name", func(es []Entry) []Entry { es[0].Patterns[0].SuppressedBy = []string{"zzz/m"}; return es }, `no entry "zzz"`},
 		{"unknown marker in another entry", func(es []Entry) []Entry { es[0].Patterns[0].Requires = "x/m"; return es }, `"m" is not a marker of entry "x"`},
+		{"multi_host on a non-marker", func(es []Entry) []Entry { es[0].Patterns[0].MultiHost = true; return es }, "multi_host needs marker"},
+		{"unknown adequate marker", func(es []Entry) []Entry { es[0].AdequateMarker = "m"; return es }, `adequate_marker "m"`},
+		{"unknown when", func(es []Entry) []Entry { es[0].Patterns[0].When = "always"; return es }, `unknown when "always"`},
 		{"suppression cycle", func(es []Entry) []Entry {
 			es[0].Patterns = append(es[0].Patterns,
 				Pattern{Name: "m1", Re: "m1", Literals: []string{"m1"}, Marker: true, SuppressedBy: []string{"m2"}},

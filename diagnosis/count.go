@@ -126,7 +126,7 @@ func newState(ce *centry) *state {
 // record counts a sighting of p on line; it returns the cause's state.
 func (m *Matcher) record(p *cpattern, line []byte) *state {
 	ce := p.entry
-	if ce.Facts == FactsMemlock && ce.AdequateID != "" && m.facts.Known && m.facts.MemlockAdequate {
+	if ce.Facts == FactsMemlock && ce.AdequateID != "" && m.memlockAdequate(ce) {
 		ce = m.cat.byID[ce.AdequateID]
 	}
 	st := m.states[ce.ID]

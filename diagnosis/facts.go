@@ -96,6 +96,16 @@ func (m *Matcher) snapshot(st *state) Diagnosis {
 	return d
 }
 
+// memlockAdequate reports whether a FactsMemlock sighting of ce goes to
+// its AdequateID: run saw an adequate allowance, or (without run's facts)
+// the log printed an unlimited limit before it (ce's AdequateMarker).
+func (m *Matcher) memlockAdequate(ce *centry) bool {
+	if m.facts.Known {
+		return m.facts.MemlockAdequate
+	}
+	return ce.adequateMarker >= 0 && m.markerOn(ce.adequateMarker)
+}
+
 // factsAllow reports whether the facts let pattern p count: its Unless
 // fact does not hold and its When facts do.
 func (m *Matcher) factsAllow(p *cpattern) bool {

@@ -40,9 +40,12 @@ type Matcher struct {
 	mu      sync.Mutex
 	seq     int
 	markers []bool // by pattern index: marker seen
-	states  map[string]*state
-	order   []*state
-	room    room // what the states may still remember together (count.go)
+	// host is the first host seen while the catalog's MultiHost markers
+	// are off; a second one turns them on.
+	host   string
+	states map[string]*state
+	order  []*state
+	room   room // what the states may still remember together (count.go)
 }
 
 // NewMatcher returns a matcher over the shipped catalog (DefaultCatalog).
@@ -120,6 +123,11 @@ func (m *Matcher) FeedAll(line []byte) []Diagnosis {
 	}
 	line = trimEOL(line)
 
+	// A line whose candidates are only markers seen already is one the
+	// gram filter rejects: it does not count as a host either, so that
+	// both paths agree.
+	countHost := !m.onlySeenMarkers(cand)
+
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.seq++
@@ -130,6 +138,9 @@ func (m *Matcher) FeedAll(line []byte) []Diagnosis {
 			m.markers[pi] = true
 			markerHit = true
 		}
+	}
+	if countHost && m.seeHost(line) {
+		markerHit = true
 	}
 	if markerHit && !m.nofilter {
 		m.filter = buildGramFilter(m.cat.pats, func(i int) bool { return !m.cat.pats[i].Marker || !m.markers[i] })
@@ -167,6 +178,28 @@ func (m *Matcher) FeedAll(line []byte) []Diagnosis {
 		out = append(out, m.snapshot(st))
 	}
 	return out
+}
+
+// seeHost notes the host of a candidate line and turns the MultiHost
+// markers on at the second distinct host; it reports whether it did.
+func (m *Matcher) seeHost(line []byte) bool {
+	if len(m.cat.multiHost) == 0 || m.markers[m.cat.multiHost[0]] {
+		return false
+	}
+	h := ParseLine(line).Host
+	switch {
+	case h == "":
+		return false
+	case m.host == "":
+		m.host = h
+		return false
+	case h == m.host:
+		return false
+	}
+	for _, i := range m.cat.multiHost {
+		m.markers[i] = true
+	}
+	return true
 }
 
 // onlySeenMarkers reports whether every candidate is a marker already

@@ -25,6 +25,8 @@ func TestSilentDegradationFacts(t *testing.T) {
 		ibOff     = "n1:10:20 [0] NCCL INFO NCCL_IB_DISABLE set by environment to 1."
 		twoNodes  = "n1:10:20 [0] NCCL INFO comm 0x55 rank 0 nRanks 16 nNodes 2 localRanks 8 localRank 0 MNNVL 0"
 		oneNode   = "n1:10:20 [0] NCCL INFO comm 0x55 rank 0 nRanks 8 nNodes 1 localRanks 8 localRank 0 MNNVL 0"
+		oneNodeL  = "learn01:2228637:2230195 [3] NCCL INFO comm 0x55 rank 3 nRanks 8 nNodes 1 localRanks 8 localRank 3 MNNVL 0"
+		otherHost = "n2:11:21 [0] NCCL INFO NET/IB : GPU Direct RDMA Disabled for HCA 0 'mlx5_0'"
 		socketNet = "n1:10:20 [0] NCCL INFO Using network Socket"
 	)
 	ports := []string{"mlx5_0:1", "mlx5_1:1"}
@@ -52,7 +54,8 @@ func TestSilentDegradationFacts(t *testing.T) {
 		{"gdr disabled, nvidia-peermem loaded, NCCL 2.23", []string{v223, gdr}, peermem, "gpudirect", Likely, "nvidia-peermem is loaded"},
 		{"gdr disabled, no module at all", []string{gdr}, none, "gpudirect", Certain, "no peer-memory module"},
 		{"gdr disabled, nv_mem present", []string{gdr}, nvMem, "gpudirect", Likely, "staged through host memory"},
-		{"gdr disabled, single node", []string{gdr, oneNode}, none, "", "", ""},
+		{"gdr disabled, single node", []string{gdr, oneNodeL}, none, "", "", ""},
+		{"gdr disabled, lines of two hosts", []string{gdr, otherHost}, none, "gpudirect", Certain, "no peer-memory module"},
 
 		{"no device, log alone", []string{noDev}, Facts{}, "rdma-device", Likely, "no usable verbs device"},
 		{"no device, usable ports here", []string{noDev}, usable, "degraded-transport", Certain, "mlx5_0:1, mlx5_1:1"},
@@ -63,7 +66,8 @@ func TestSilentDegradationFacts(t *testing.T) {
 		{"ofi tcp, no RDMA on this host", []string{ofiTCP}, noRDMA, "", "", ""},
 		{"sockets chosen, multi-node, usable ports", []string{socketNet, twoNodes}, usable, "degraded-transport", Certain, "NCCL chose its Socket transport"},
 		{"sockets chosen, multi-node, log alone", []string{socketNet, twoNodes}, Facts{}, "", "", ""},
-		{"IB disabled, multi-node, log alone", []string{ibOff, twoNodes}, Facts{}, "degraded-transport", Likely, "switched off by configuration"},
+		// NCCL_IB_DISABLE=1 alone says nothing of the hardware: on purpose on Ethernet-only clusters.
+		{"IB disabled, multi-node, log alone", []string{ibOff, twoNodes}, Facts{}, "", "", ""},
 		{"IB disabled, multi-node, usable ports", []string{ibOff, twoNodes}, usable, "degraded-transport", Certain, "mlx5_0:1"},
 		{"IB disabled, multi-node, no RDMA here", []string{ibOff, twoNodes}, noRDMA, "", "", ""},
 		{"IB disabled, single node", []string{ibOff, oneNode}, Facts{}, "", "", ""},
