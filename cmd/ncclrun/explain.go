@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
+	"strings"
 
 	"github.com/klauspost/compress/zstd"
 	"github.com/ulikunitz/xz"
@@ -22,63 +24,82 @@ func cmdExplain(c *cli.Context, e *env) error {
 	if len(names) == 0 {
 		names = []string{"-"}
 	}
-	var (
-		readers []io.Reader
-		closers []io.Closer
-	)
-	defer func() {
-		for _, cl := range closers {
-			_ = cl.Close()
-		}
-	}()
 	stdinUsed := false
 	for _, name := range names {
-		var src io.Reader
 		if name == "-" {
 			if stdinUsed {
 				return usagef("explain: - (stdin) given twice")
 			}
 			stdinUsed = true
-			src = e.stdin
-		} else {
-			f, err := os.Open(name)
-			if err != nil {
-				return &usageError{fmt.Errorf("explain: %w", err)}
-			}
-			closers = append(closers, f)
-			src = f
 		}
-		r, cl, err := decompress(src)
-		if err != nil {
-			return &usageError{fmt.Errorf("explain: %s: %w", displayName(name), err)}
-		}
-		if cl != nil {
-			closers = append(closers, cl)
-		}
-		// Each file ends a line, so the last line of one never joins the
-		// first of the next.
-		readers = append(readers, &namedReader{name: displayName(name), r: r}, newlineReader{})
 	}
-	in := io.MultiReader(readers...)
-	ds, err := diagnosis.Explain(in, diagnosis.Facts{})
-	if err == nil {
-		// Whatever Explain left unread must still be readable: a corrupt
-		// tail of a compressed file is an unreadable input, not a clean log.
-		_, err = io.Copy(io.Discard, in)
-	}
-	if err != nil {
-		var re *readError
-		if errors.As(err, &re) {
-			return &usageError{fmt.Errorf("explain: %w", re)}
+	// One matcher over every input, which are opened one at a time and
+	// closed (file and decoder) before the next: memory is the matcher's
+	// bounded state plus one decoder within decoderCap.
+	m := diagnosis.NewMatcher(diagnosis.Facts{})
+	for _, name := range names {
+		if err := explainInput(m, name, e.stdin); err != nil {
+			return err
 		}
-		return fmt.Errorf("explain: %w", err)
 	}
+	ds := m.Diagnoses()
 	if c.Bool(flagJSON) {
 		return writeJSON(e.stdout, struct {
 			Diagnoses []diagnosis.Diagnosis `json:"diagnoses"`
 		}{nonNil(ds)})
 	}
 	return writeExplain(e.stdout, ds)
+}
+
+// explainInput feeds one input (a file, or stdin for "-") to m, to its
+// end: each input ends a line, so the last line of one never joins the
+// first of the next. An input that cannot be opened, read or decompressed,
+// or that needs more than decoderCap to decompress, is a usage error
+// naming it.
+func explainInput(m *diagnosis.Matcher, name string, stdin io.Reader) error {
+	src := stdin
+	if name != "-" {
+		f, err := os.Open(name)
+		if err != nil {
+			return &usageError{fmt.Errorf("explain: %w", err)}
+		}
+		defer f.Close()
+		src = f
+	}
+	r, cl, err := decompress(src)
+	if err != nil {
+		return inputError(name, err)
+	}
+	if cl != nil {
+		defer cl.Close()
+	}
+	if err := diagnosis.FeedReader(m, r); err != nil {
+		return inputError(name, err)
+	}
+	return nil
+}
+
+// inputError is the one-line usage error for an input that could not be
+// read: what went wrong, or by how much it exceeds the decompression cap.
+func inputError(name string, err error) error {
+	var (
+		xe *xzCapError
+		ze *zstdCapError
+	)
+	switch {
+	case errors.As(err, &xe):
+		err = fmt.Errorf("%w (decompress it first: xz -dc FILE | ncclrun explain -)", xe)
+	case errors.As(err, &ze):
+		err = fmt.Errorf("%w (decompress it first: zstd -dc FILE | ncclrun explain -)", ze)
+	case errors.Is(err, zstd.ErrWindowSizeExceeded), errors.Is(err, zstd.ErrDecoderSizeExceeded):
+		err = fmt.Errorf("zstd frame needs more than explain's %s decompression limit (decompress it first: zstd -dc FILE | ncclrun explain -)", sizeText(decoderCap))
+	default:
+		var re *readError
+		if errors.As(err, &re) {
+			err = re.err
+		}
+	}
+	return &usageError{fmt.Errorf("explain: %s: %w", displayName(name), err)}
 }
 
 func displayName(name string) string {
@@ -97,8 +118,18 @@ var (
 	magicXz    = []byte{0xfd, '7', 'z', 'X', 'Z', 0x00}
 )
 
+// decoderCap bounds what decompressing one input may take: the xz
+// dictionary and the zstd window its headers declare (gzip's window is
+// 32 KiB, bzip2's blocks 900 kB). 8 MiB covers `xz` up to -6 (its
+// default) and `zstd` up to -19; the xz tool's --memlimit and zstd's
+// --memory refuse bigger ones the same way. A larger one is refused with
+// one line naming the input (exit 2), never allocated: `ncclrun explain`
+// stays within its 16 MiB whatever the input.
+const decoderCap = 8 << 20
+
 // decompress returns r's content, decompressed when it starts with the
-// magic bytes of gzip, bzip2, zstd or xz (whatever the file is called).
+// magic bytes of gzip, bzip2, zstd or xz (whatever the file is called),
+// and a closer for the decoder (nil when there is none to close).
 func decompress(r io.Reader) (io.Reader, io.Closer, error) {
 	br := bufio.NewReaderSize(r, 64<<10)
 	head, err := br.Peek(6)
@@ -111,23 +142,36 @@ func decompress(r io.Reader) (io.Reader, io.Closer, error) {
 		if err != nil {
 			return nil, nil, fmt.Errorf("gzip: %w", err)
 		}
-		return zr, zr, nil
+		return &namedReader{r: zr}, zr, nil
 	case bytes.HasPrefix(head, magicBzip2):
-		return bzip2.NewReader(br), nil, nil
+		return &namedReader{r: bzip2.NewReader(br)}, nil, nil
 	case bytes.HasPrefix(head, magicZstd):
-		zr, err := zstd.NewReader(br)
+		zr, err := zstd.NewReader(newZstdGuard(br, decoderCap), zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true),
+			zstd.WithDecoderMaxWindow(decoderCap), zstd.WithDecoderMaxMemory(decoderCap))
 		if err != nil {
 			return nil, nil, fmt.Errorf("zstd: %w", err)
 		}
-		return zr, closerFunc(zr.Close), nil
+		return &namedReader{r: zr}, closerFunc(zr.Close), nil
 	case bytes.HasPrefix(head, magicXz):
-		xr, err := xz.NewReader(br)
+		xr, err := xz.NewReader(newXZGuard(br, decoderCap))
 		if err != nil {
 			return nil, nil, fmt.Errorf("xz: %w", err)
 		}
-		return xr, nil, nil
+		return &namedReader{r: xr}, nil, nil
 	}
-	return br, nil, nil
+	return &namedReader{r: br}, nil, nil
+}
+
+// sizeText renders bytes as "8 MiB" or "1.5 GiB".
+func sizeText(n int64) string {
+	units := []string{"B", "KiB", "MiB", "GiB", "TiB"}
+	f, i := float64(n), 0
+	for f >= 1024 && i < len(units)-1 {
+		f /= 1024
+		i++
+	}
+	s := strconv.FormatFloat(f, 'f', 1, 64)
+	return strings.TrimSuffix(s, ".0") + " " + units[i]
 }
 
 type closerFunc func()
@@ -144,7 +188,8 @@ type readError struct {
 func (e *readError) Error() string { return fmt.Sprintf("%s: %v", e.name, e.err) }
 func (e *readError) Unwrap() error { return e.err }
 
-// namedReader tags read errors with the input's name.
+// namedReader marks read errors as the input's (readError), not the
+// matcher's.
 type namedReader struct {
 	name string
 	r    io.Reader
@@ -156,15 +201,4 @@ func (n *namedReader) Read(p []byte) (int, error) {
 		err = &readError{name: n.name, err: err}
 	}
 	return k, err
-}
-
-// newlineReader yields a single "\n".
-type newlineReader struct{}
-
-func (newlineReader) Read(p []byte) (int, error) {
-	if len(p) == 0 {
-		return 0, nil
-	}
-	p[0] = '\n'
-	return 1, io.EOF
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -23,10 +24,19 @@ type measured struct {
 }
 
 // runMeasured runs the ncclrun binary with args and returns its output,
-// exit status and peak resident set size (getrusage of the child).
+// exit status and peak resident set size: from /usr/bin/time -f %M when
+// it is there (a small C parent, so the figure is ncclrun's own), else from
+// getrusage of the child, which on Linux can include the forking test
+// binary's pages and is only an upper bound.
 func runMeasured(t *testing.T, args ...string) measured {
 	t.Helper()
-	cmd := exec.Command(bin, args...)
+	argv := append([]string{bin}, args...)
+	rssFile := ""
+	if _, err := os.Stat("/usr/bin/time"); err == nil {
+		rssFile = filepath.Join(t.TempDir(), "rss")
+		argv = append([]string{"/usr/bin/time", "-o", rssFile, "-f", "%M"}, argv...)
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = baseEnv(t)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
@@ -34,9 +44,26 @@ func runMeasured(t *testing.T, args ...string) measured {
 	if _, ok := err.(*exec.ExitError); err != nil && !ok {
 		t.Fatalf("start ncclrun %q: %v", args, err)
 	}
+	m := measured{code: cmd.ProcessState.ExitCode(), stdout: out.String(), stderr: errb.String()}
+	if rssFile != "" {
+		data, err := os.ReadFile(rssFile)
+		require.NoError(t, err)
+		// time(1) prefixes "Command exited with non-zero status N" lines.
+		f := strings.Fields(string(data))
+		require.NotEmpty(t, f)
+		kib, err := strconv.ParseInt(f[len(f)-1], 10, 64)
+		require.NoError(t, err, "%q", data)
+		m.maxRSS = kib << 10
+		if cmd.ProcessState.ExitCode() != 0 {
+			// time exits with the command's status.
+			m.code = cmd.ProcessState.ExitCode()
+		}
+		return m
+	}
 	ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage)
 	require.True(t, ok)
-	return measured{code: cmd.ProcessState.ExitCode(), stdout: out.String(), stderr: errb.String(), maxRSS: ru.Maxrss << 10}
+	m.maxRSS = ru.Maxrss << 10
+	return m
 }
 
 // TestExplainBoundedSummary: WARN lines from ever new processes on ever
