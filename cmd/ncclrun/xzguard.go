@@ -333,12 +333,11 @@ type zstdGuard struct {
 	max int64
 	err error
 
-	state int
-	want  int
-	buf   []byte
-	then  func() error
-	skip  int64
-	sum   bool // the frame ends in a 4-byte checksum
+	want int
+	buf  []byte
+	then func() error
+	skip int64
+	sum  bool // the frame ends in a 4-byte checksum
 }
 
 // zstdCapError is a zstd frame declaring a window over the cap.
