@@ -297,3 +297,47 @@ func criScenarioRun(t *testing.T, e *criEnv, s criScenario) {
 	}
 	recordCRINCCL(s.Name, row)
 }
+
+// criTermCase is one way for ncclrun in a pod to end non-zero, and what
+// the kubelet must then find in the termination message file.
+type criTermCase struct {
+	Name string
+	Sec  criSecurity
+	Args []string // after /ncclrun
+	Code int
+	Want string // in the termination message
+}
+
+var criTermCases = []criTermCase{
+	{Name: "fake NCCL job, the trap", Sec: seedSec, Args: []string{"run", "--", "/ncclrun", "fake-nccl", "--pin", "16MiB"},
+		Code: 1, Want: "(memlock"},
+	{Name: "--strict, the trap", Sec: seedSec, Args: []string{"run", "--strict", "--min-memlock", "1GiB", "--", "/ncclrun", "fake-nccl", "--pin", "16MiB"},
+		Code: 78, Want: "--strict: preflight failed"},
+	{Name: "--user without SETUID/SETGID", Sec: criSecurity{RunAsUser: i64(0), Drop: []string{"ALL"}, Add: []string{"IPC_LOCK"}},
+		Args: []string{"run", "--user", "1000:1000", "--", "/capprobe"}, Code: 125, Want: "CAP_SETUID"},
+	{Name: "command not found", Sec: seedSec, Args: []string{"run", "--", "/usr/bin/torchrun"}, Code: 127, Want: "/usr/bin/torchrun"},
+	{Name: "command not executable", Sec: seedSec, Args: []string{"run", "--", "/etc/passwd"}, Code: 126, Want: "/etc/passwd"},
+	{Name: "CMD fails, no NCCL failure", Sec: seedSec, Args: []string{"run", "--", "/bin/sh", "-c", "exit 3"}, Code: 3,
+		Want: "CMD exited with status 3; no NCCL failure found"},
+}
+
+// TestCRITerminationMessages: every non-zero exit of ncclrun in a pod
+// leaves its message in the file the kubelet mounts at
+// /dev/termination-log (no --termination-log given: ncclrun finds it), and
+// the container's exit status is ncclrun's.
+func TestCRITerminationMessages(t *testing.T) {
+	requireCRI(t)
+	e := startContainerd(t, 65536)
+	for _, tc := range criTermCases {
+		t.Run(tc.Name, func(t *testing.T) {
+			pod := e.runPod(t, "term", tc.Sec)
+			r := pod.run(t, criContainer{Name: "c", Image: "scenario", Command: append([]string{"/ncclrun"}, tc.Args...), Kube: true})
+			require.True(t, r.Started, "%+v", r)
+			assert.Equal(t, tc.Code, r.ExitCode, "the container's exit status (stderr %q)", r.Stderr)
+			assert.Contains(t, r.Termination, tc.Want, "termination message")
+			assert.LessOrEqual(t, len(r.Termination), 4096)
+			recordCRITerm(tc.Name, r.ExitCode, r.Termination)
+		})
+	}
+	t.Logf("CRI termination messages:\n%s", criTermTable())
+}

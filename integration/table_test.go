@@ -107,6 +107,9 @@ func writeTable() error {
 	if ct := criTableLocked(); ct != "" {
 		b.WriteString("\n" + ct)
 	}
+	if ct := criTermTableLocked(); ct != "" {
+		b.WriteString("\n" + ct)
+	}
 	if fc := fileCapTable(); fc != "" {
 		b.WriteString("\n" + fc)
 	}
@@ -241,4 +244,34 @@ func checkReadmeCRIRows(t *testing.T) {
 		}
 		assert.Equal(t, l, rows[name], "README.md's row for %s is not what the CRI suite saw: update it from this run", name)
 	}
+}
+
+var criTermRows = map[string]string{}
+
+func recordCRITerm(name string, code int, msg string) {
+	tableMu.Lock()
+	defer tableMu.Unlock()
+	first, _, _ := strings.Cut(msg, "\n")
+	criTermRows[name] = fmt.Sprintf("| %s | %d | %s |", name, code, strings.ReplaceAll(first, "|", "\\|"))
+}
+
+// criTermTable renders what TestCRITerminationMessages saw.
+func criTermTable() string {
+	tableMu.Lock()
+	defer tableMu.Unlock()
+	return criTermTableLocked()
+}
+
+func criTermTableLocked() string {
+	if len(criTermRows) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("| case | exit status | termination message (first line) |\n|---|---|---|\n")
+	for _, c := range criTermCases {
+		if r, ok := criTermRows[c.Name]; ok {
+			b.WriteString(r + "\n")
+		}
+	}
+	return b.String()
 }

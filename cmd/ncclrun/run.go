@@ -95,7 +95,11 @@ func preflightOptions(s settings, environ []string, before *preflight.Rlimit) pr
 //	collect   -> collect: NCCL_DEBUG_FILE files, torchrun's error file
 //	report    -> reportOutcome: diagnoses, summary, --report, termination log
 //	exit      -> CMD's exit status
-func cmdRun(c *cli.Context, e *env) error {
+func cmdRun(c *cli.Context, e *env) (err error) {
+	// Every non-zero exit leaves a termination message: CMD's outcome is
+	// reportOutcome's, the others (--strict, a start failure, ...) end's.
+	end := &runEnd{c: c}
+	defer func() { end.finish(e, err) }()
 	// A terminating signal outside launcher.Run (during preflight, or while
 	// the summary and report are written after CMD exited) must not kill
 	// ncclrun: before the start it means "do not start", after the exit the
@@ -108,8 +112,10 @@ func cmdRun(c *cli.Context, e *env) error {
 	if err != nil {
 		return err
 	}
+	end.s = &j.s
 	before := raiseLimits(j.s)
 	rep, err := runPreflight(c.Context, e, j, before)
+	end.rep = &rep
 	if err != nil {
 		return err
 	}
@@ -126,6 +132,7 @@ func cmdRun(c *cli.Context, e *env) error {
 	}
 	out := collect(e, j, p, w, res, term)
 	reportOutcome(e, j, rep, p, out)
+	end.reported = true
 	return exitWith(out.res.ExitCode)
 }
 

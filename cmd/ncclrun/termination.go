@@ -1,0 +1,125 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"strings"
+	"syscall"
+
+	"github.com/ncclrun/ncclrun/internal/safefile"
+	"github.com/ncclrun/ncclrun/preflight"
+	"github.com/urfave/cli/v2"
+	"golang.org/x/sys/unix"
+)
+
+// runEnd is what run knows when it returns an error instead of CMD's own
+// exit: it writes the termination message for every such non-zero exit
+// (docs/contract.md "Termination message"): --strict's refusal (78), a
+// command that could not be started (125, 126, 127, --user that cannot
+// switch users among them), a signal before the start (128+n), a mistake
+// in the command line (2). The exit after CMD ran is reportOutcome's, which
+// writes its own message and sets reported.
+type runEnd struct {
+	c        *cli.Context
+	s        *settings         // nil until the settings stage passed
+	rep      *preflight.Report // nil until preflight ran
+	reported bool              // reportOutcome wrote CMD's outcome
+}
+
+// finish writes the termination message for err, if there is a
+// termination log and err is a non-zero exit that nothing else described.
+func (r *runEnd) finish(e *env, err error) {
+	if err == nil || r.reported {
+		return
+	}
+	path := r.path()
+	if path == "" {
+		return
+	}
+	msg := earlyExitText(err, r.rep, r.command())
+	if msg == "" {
+		return
+	}
+	if werr := safefile.WriteFile(path, []byte(msg), 0o644); werr != nil {
+		fprintf(e.stderr, "ncclrun: warning: termination log: %v\n", werr)
+	}
+}
+
+// path is the termination log: as reportOutcome finds it once preflight
+// ran; before that --termination-log, or /dev/termination-log where it
+// exists on the live system (the kubelet mounts it into every container).
+func (r *runEnd) path() string {
+	if r.s != nil && r.rep != nil {
+		return terminationLogPath(*r.s, *r.rep)
+	}
+	if p := r.c.String(flagTerminationLog); p != "" {
+		return p
+	}
+	if liveRoot(r.c.String(flagRoot)) && fileExists(defaultTerminationLog) {
+		return defaultTerminationLog
+	}
+	return ""
+}
+
+// command is CMD's name for the messages ("CMD" when none was given).
+func (r *runEnd) command() string {
+	if r.c.NArg() > 0 && r.c.Args().First() != "" {
+		return r.c.Args().First()
+	}
+	return "CMD"
+}
+
+// earlyExitText is the termination message of a run that ended with err
+// before CMD ran or instead of it: one short paragraph, at most
+// terminationLimit bytes; "" for no message (a nil or zero-status err).
+func earlyExitText(err error, rep *preflight.Report, cmd string) string {
+	var se *statusError
+	if errors.As(err, &se) {
+		switch {
+		case se.code == 0:
+			return ""
+		case se.code == ExitStrict && rep != nil && rep.Failed():
+			return truncate(strictText(*rep, cmd), terminationLimit)
+		case se.code > exitSignalBase && se.code <= exitSignalBase+64:
+			name := unix.SignalName(syscall.Signal(se.code - exitSignalBase))
+			if name == "" {
+				name = fmt.Sprintf("signal %d", se.code-exitSignalBase)
+			}
+			return fmt.Sprintf("ncclrun: %s received before %s started; not started (exit status %d)\n", name, cmd, se.code)
+		}
+		return fmt.Sprintf("ncclrun: exit status %d before %s ran\n", se.code, cmd)
+	}
+	// The one line exitStatus prints for err is the message.
+	var line bytes.Buffer
+	code := exitStatus(err, &line)
+	if code == ExitOK {
+		return ""
+	}
+	msg := strings.TrimRight(line.String(), "\n")
+	if msg == "" {
+		msg = "ncclrun: " + err.Error()
+	}
+	return truncate(fmt.Sprintf("%s (exit status %d)\n", msg, code), terminationLimit)
+}
+
+// strictText says which checks made --strict refuse to start CMD, and the
+// first failed check's fix.
+func strictText(rep preflight.Report, cmd string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "ncclrun: --strict: preflight failed, %s not started (exit status %d)\n", cmd, ExitStrict)
+	fix := ""
+	for _, c := range rep.Checks {
+		if c.Status != preflight.Fail {
+			continue
+		}
+		fmt.Fprintf(&b, "%s: %s\n", c.ID, c.Summary)
+		if fix == "" {
+			fix = c.Fix
+		}
+	}
+	if fix != "" {
+		b.WriteString("fix: " + fix + "\n")
+	}
+	return b.String()
+}
