@@ -22,3 +22,9 @@ func HasPermittedIPCLock() bool { return false }
 
 // Environ is os.Environ() outside Linux.
 func Environ() []string { return os.Environ() }
+
+// CatchSignals does nothing outside Linux.
+func CatchSignals() {}
+
+// Terminating is a channel that never delivers outside Linux.
+func Terminating() <-chan os.Signal { return nil }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"sync"
 	"syscall"
 	"time"
@@ -73,11 +72,11 @@ type supervisor struct {
 	self     int
 	pid      int // the main child
 
-	sigCh, chldCh chan os.Signal
-	toClose       []*os.File // ncclrun's copies of the child's ends, closed after the fork
-	readers       []*os.File // what the relays read
-	ptys          []*ptyPair
-	stdinW        *os.File
+	termCh, sigCh, chldCh chan os.Signal
+	toClose               []*os.File // ncclrun's copies of the child's ends, closed after the fork
+	readers               []*os.File // what the relays read
+	ptys                  []*ptyPair
+	stdinW                *os.File
 
 	status    *syscall.WaitStatus
 	shutdown  bool // a terminating signal was forwarded
@@ -171,14 +170,13 @@ func (s *supervisor) run(l *launch) (Result, error) {
 		}
 	}
 
-	// Catch signals before the child exists, so none is missed; SIGCHLD
-	// on a channel of its own so a flood of others cannot crowd it out.
-	s.sigCh = make(chan os.Signal, 128)
-	s.chldCh = make(chan os.Signal, 1)
-	signal.Notify(s.sigCh, notifiable(forwarded)...)
-	signal.Notify(s.chldCh, unix.SIGCHLD)
-	defer signal.Stop(s.chldCh)
-	defer signal.Stop(s.sigCh)
+	// Catch signals before the child exists, so none is missed (enabled
+	// once for the process, never stopped: see caught).
+	waitSignals()
+	s.termCh, s.sigCh, s.chldCh = caught.term, caught.ch, caught.chld
+	for len(s.sigCh) > 0 {
+		<-s.sigCh // caught before there was a child to forward it to
+	}
 	if s.self != 1 {
 		_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 	}
@@ -243,6 +241,8 @@ func (s *supervisor) run(l *launch) (Result, error) {
 		select {
 		case <-s.chldCh:
 			s.reap()
+		case sig := <-s.termCh:
+			s.handle(sig.(syscall.Signal))
 		case sig := <-s.sigCh:
 			s.handle(sig.(syscall.Signal))
 		case <-s.killC:
@@ -258,6 +258,8 @@ func (s *supervisor) run(l *launch) (Result, error) {
 			done = true
 		case <-s.chldCh:
 			s.reap()
+		case sig := <-s.termCh:
+			s.handleAfterExit(sig.(syscall.Signal))
 		case sig := <-s.sigCh:
 			s.handleAfterExit(sig.(syscall.Signal))
 		case <-drain.C:
@@ -429,6 +431,8 @@ func (s *supervisor) finishTree() {
 		}
 		select {
 		case <-s.chldCh:
+		case sig := <-s.termCh:
+			s.handleAfterExit(sig.(syscall.Signal))
 		case sig := <-s.sigCh:
 			s.handleAfterExit(sig.(syscall.Signal))
 		case <-s.killC:

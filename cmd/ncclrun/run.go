@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -103,10 +102,10 @@ func cmdRun(c *cli.Context, e *env) (err error) {
 	// A terminating signal outside launcher.Run (during preflight, or while
 	// the summary and report are written after CMD exited) must not kill
 	// ncclrun: before the start it means "do not start", after the exit the
-	// status stays CMD's. During Run the launcher forwards it to CMD.
-	term := make(chan os.Signal, 8)
-	signal.Notify(term, launcher.NotIgnored(terminatingSignals...)...)
-	defer signal.Stop(term)
+	// status stays CMD's. During Run the launcher forwards it to CMD. The
+	// signals are enabled once, here, on a goroutine that overlaps the
+	// preflight, and never disabled (docs/performance.md).
+	launcher.CatchSignals()
 
 	j, err := runSettings(c)
 	if err != nil {
@@ -126,6 +125,7 @@ func cmdRun(c *cli.Context, e *env) (err error) {
 		return &startError{cmd: j.path, err: err}
 	}
 	w := newWatch(e, rep, j.s)
+	term := launcher.Terminating()
 	res, err := supervise(e, j, p, w, term)
 	if err != nil {
 		return err
@@ -537,7 +537,3 @@ func parseTorchrunError(data []byte) *torchrunError {
 // genericDiagnosis is the catalog's catch-all id (docs/contract.md: an NCCL
 // failure with no more specific cause found).
 const genericDiagnosis = "nccl-error"
-
-// terminatingSignals are the signals whose default action would end ncclrun
-// and that a container runtime or a shell sends to stop a job.
-var terminatingSignals = []os.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT}
