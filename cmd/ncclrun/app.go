@@ -261,7 +261,9 @@ func newApp(e *env) *cli.App {
 // run is ncclrun with its arguments and stdio; it returns the exit status.
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	e := &env{stdin: stdin, stdout: stdout, stderr: stderr, environ: launcher.Environ()}
-	err := newApp(e).RunContext(context.Background(), normalize(args))
+	app := newApp(e)
+	cacheFlagNames(app)
+	err := app.RunContext(context.Background(), normalize(args))
 	return exitStatus(err, stderr)
 }
 
