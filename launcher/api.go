@@ -41,6 +41,13 @@ type Config struct {
 	Stdout, Stderr io.Writer
 	// OnLine, when set, taps a copy of the child's output for diagnosis.
 	OnLine LineFunc
+	// Shed, when set, names the lines the tap may shed when OnLine falls
+	// behind the output (noise: NCCL's per-channel INFO lines); every other
+	// line still reaches OnLine, in order. Called from the relay and tap
+	// goroutines at once (it must be safe for concurrent use), on a line
+	// without its newline, and must be cheap: it runs on every line of a
+	// burst. Nil: no line is noise.
+	Shed func(line []byte) bool
 
 	// User runs the child as this user ("name", "uid", "name:group",
 	// "uid:gid") with the user's own supplementary groups only.
@@ -91,9 +98,17 @@ type Result struct {
 	// Signal is the signal that killed the child, 0 if it exited.
 	Signal syscall.Signal
 	// TapDropped counts the output bytes that reached the relay but not
-	// OnLine, because OnLine fell behind by more than the tap's bounded
-	// queue (2 MiB). 0 when OnLine kept up or is nil.
+	// OnLine (the lines of TapShed and TapLost with their newlines). 0 when
+	// OnLine kept up or is nil.
 	TapDropped int64
+	// TapShed counts the noise lines (Config.Shed) not passed to OnLine
+	// because it fell behind the output.
+	TapShed int64
+	// TapLost counts the other lines not passed to OnLine: more lines
+	// that are not noise arrived than the tap's bounds hold (2 MiB queued,
+	// 512 KiB of them under pressure, 256 KiB delivered after the output
+	// ended). 0 at any rate a training job's output reaches.
+	TapLost int64
 }
 
 // MemlockChange reports RaiseMemlock's work.

@@ -87,6 +87,10 @@ var helpers = map[string]func(args []string){
 		}
 		wg.Wait()
 	},
+	"pipe-size": func([]string) {
+		n, err := unix.FcntlInt(1, unix.F_GETPIPE_SZ, 0)
+		fmt.Println(n, err)
+	},
 	"lines": func([]string) {
 		os.Stdout.WriteString("a\n" + strings.Repeat("x", 200<<10) + "\nb\ntail")
 		os.Stderr.WriteString("err1\n")

@@ -2,22 +2,49 @@ package launcher
 
 import (
 	"bytes"
+	"golang.org/x/sys/unix"
 	"io"
 	"os"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
-// relayBufSize is the size of one read from the child's output: a whole
-// default pipe (64 KiB), so a full pipe is emptied in one read(2) and one
-// write(2). A read returns what is there, so a partial line is not held.
-// (256 KiB with a pipe enlarged to match measured slower.)
+// relayBufSize is the most the tap takes of a read at a time (a chunk of
+// its queue).
 const relayBufSize = 64 << 10
 
-// tapQueueLen bounds the tap: at most tapQueueLen chunks of relayBufSize
-// bytes (2 MiB) wait for OnLine. When the queue is full the chunk is
-// dropped from the tap, never from the relay.
-const tapQueueLen = 32
+// relayReadSize is the size of one read from the child's output: a quarter
+// of the enlarged pipe (childPipeSize), so a burst costs few read(2) and
+// write(2) calls and wake-ups. A read returns what is there, so a partial
+// line is not held.
+const relayReadSize = 256 << 10
+
+// childPipeSize is the size asked for the pipes of the child's output.
+const childPipeSize = 1 << 20
+
+// tapQueueLen bounds the tap's queue of copied output: at most
+// tapQueueLen chunks (of at most tapBufSize bytes) wait for OnLine. When it
+// is full, the relay keeps only the lines the tap must not lose (those
+// Config.Shed does not call noise) and sheds the rest; the relay itself
+// never waits for the tap.
+const tapQueueLen = 16
+
+// tapReserve more chunks of kept lines may wait beyond tapQueueLen.
+const tapReserve = 8
+
+// tapBufSize holds a whole read and the start of a line carried over from
+// the previous one.
+const tapBufSize = relayBufSize + MaxLine + 1
+
+// tapDrainBytes bounds the final drain: once the child's output has ended,
+// OnLine gets at most this many more bytes of kept lines (noise is shed at
+// once); the rest is counted as lost. At the matcher's speed on WARN lines
+// that is a few milliseconds, however far behind a burst left the tap.
+const tapDrainBytes = 256 << 10
+
+// tapPressure is how long noise stays shed after the tap last fell behind.
+const tapPressure = 10 * time.Millisecond
 
 // relay copies r to w byte for byte as it arrives: each read(2) is written
 // out at once, so a partial line or a `\r` progress bar is not held back.
@@ -33,7 +60,12 @@ func relay(r *os.File, w io.Writer, s Stream, t *tap) { relayNotify(r, w, s, t, 
 // never blocks on a full pipe nor dies of SIGPIPE, and runs to its end.
 func relayNotify(r *os.File, w io.Writer, s Stream, t *tap, onErr func(Stream, error)) {
 	defer r.Close()
-	buf := make([]byte, relayBufSize)
+	var ts *tapStream
+	if t != nil {
+		ts = t.stream(s)
+		defer ts.finish()
+	}
+	buf := make([]byte, relayReadSize)
 	writing := true
 	for {
 		n, err := r.Read(buf)
@@ -46,8 +78,12 @@ func relayNotify(r *os.File, w io.Writer, s Stream, t *tap, onErr func(Stream, e
 					}
 				}
 			}
-			if t != nil {
-				t.offer(s, buf[:n])
+			if ts != nil {
+				for p := buf[:n]; len(p) > 0; {
+					k := min(len(p), relayBufSize)
+					ts.offer(p[:k])
+					p = p[k:]
+				}
 			}
 		}
 		if err != nil {
@@ -56,75 +92,260 @@ func relayNotify(r *os.File, w io.Writer, s Stream, t *tap, onErr func(Stream, e
 	}
 }
 
+// tapChunk is whole lines of one stream, each ending in a newline.
 type tapChunk struct {
-	s   Stream
-	buf *[]byte
-	n   int
-	gap bool // data of this stream was dropped before this chunk
+	s    Stream
+	buf  *[]byte
+	n    int
+	kept bool // only lines that are not noise (chosen under pressure)
+}
+
+// TapStats is what the tap did not deliver to OnLine.
+type TapStats struct {
+	Dropped int64 // bytes (of shed and lost lines)
+	Shed    int64 // noise lines shed under pressure
+	Lost    int64 // other lines not delivered (the tap's bounds overflowed)
 }
 
 // tap splits a copy of the child's output into lines for a LineFunc on a
 // goroutine of its own, behind a bounded queue, so a slow LineFunc never
-// slows the relay: what does not fit in the queue is dropped from the tap
-// (counted in dropped) and the line it fell into is not delivered whole.
+// slows the relay. Under pressure (the queue more than half full, or
+// full) lines that shed calls noise are shed, first by the tap goroutine
+// (it stays ahead of a burst at the cost of a prefix test a line) and,
+// when the queue is full, by the relay; every other line is kept, within
+// bounds that no training job's output reaches.
 type tap struct {
-	ch      chan tapChunk
-	pool    sync.Pool
+	fn   LineFunc
+	shed func([]byte) bool
+	ch   chan tapChunk
+	pool sync.Pool
+	done chan struct{}
+
+	closing atomic.Bool
+	full    atomic.Bool // a relay found the queue full since the tap last looked
 	dropped atomic.Int64
-	gaps    [3]atomic.Bool
-	done    chan struct{}
+	nShed   atomic.Int64
+	lost    atomic.Int64
 }
 
-func newTap(fn LineFunc) *tap {
-	t := &tap{ch: make(chan tapChunk, tapQueueLen), done: make(chan struct{})}
-	t.pool.New = func() any { b := make([]byte, relayBufSize); return &b }
-	go func() {
-		defer close(t.done)
-		sp := [3]*lineSplitter{nil, {s: Stdout, emit: fn}, {s: Stderr, emit: fn}}
-		for c := range t.ch {
-			l := sp[c.s]
-			if c.gap {
-				l.gap()
-			}
-			l.feed((*c.buf)[:c.n])
-			t.pool.Put(c.buf)
-		}
-		sp[Stdout].flush()
-		sp[Stderr].flush()
-	}()
+func newTap(fn LineFunc, shed func([]byte) bool) *tap {
+	t := &tap{fn: fn, shed: shed, ch: make(chan tapChunk, tapQueueLen+tapReserve), done: make(chan struct{})}
+	t.pool.New = func() any { b := make([]byte, tapBufSize); return &b }
+	go t.consume()
 	return t
 }
 
-// offer queues a copy of p, or drops it when the queue is full. A full
-// queue is seen before copying: a tap that fell behind costs the relay no
-// copy of what it cannot take.
-func (t *tap) offer(s Stream, p []byte) {
-	for len(p) > 0 {
-		if len(t.ch) == cap(t.ch) {
-			t.dropped.Add(int64(len(p)))
-			t.gaps[s].Store(true)
+func (t *tap) consume() {
+	defer close(t.done)
+	var shed, lost, dropped int64 // this goroutine's counts, added to t's at the end
+	defer func() { t.nShed.Add(shed); t.lost.Add(lost); t.dropped.Add(dropped) }()
+	shedding := false
+	budget := int64(tapDrainBytes)
+	emit := func(s Stream, line []byte) {
+		if shedding && t.shed != nil && t.shed(line) {
+			shed++
+			dropped += int64(len(line)) + 1
 			return
 		}
-		b := t.pool.Get().(*[]byte)
-		n := copy(*b, p)
-		p = p[n:]
-		c := tapChunk{s: s, buf: b, n: n, gap: t.gaps[s].Swap(false)}
-		select {
-		case t.ch <- c:
-		default:
-			t.pool.Put(b)
-			t.dropped.Add(int64(n))
-			t.gaps[s].Store(true)
+		if t.closing.Load() {
+			if budget <= 0 {
+				lost++
+				dropped += int64(len(line)) + 1
+				return
+			}
+			budget -= int64(len(line)) + 1
 		}
+		t.fn(s, line)
 	}
+	sp := [3]*lineSplitter{nil, {s: Stdout, emit: emit}, {s: Stderr, emit: emit}}
+	// Under pressure (chunks waiting behind the one taken, or the relay
+	// found the queue full) noise is shed, and it stays shed for
+	// tapPressure after the last sign of it: shedding is a few times
+	// faster than the relay, so the queue empties at once, and delivering
+	// noise again at the first empty queue would only fill it again. In a
+	// burst, the tap's work is then a prefix test a line.
+	var lastPressure time.Time
+	for c := range t.ch {
+		now := time.Now()
+		if len(t.ch) >= 1 || t.full.Swap(false) {
+			lastPressure = now
+		}
+		shedding = !c.kept && (now.Sub(lastPressure) < tapPressure || t.closing.Load())
+		sp[c.s].feed((*c.buf)[:c.n])
+		*c.buf = (*c.buf)[:cap(*c.buf)]
+		t.pool.Put(c.buf)
+	}
+	sp[Stdout].flush()
+	sp[Stderr].flush()
 }
 
-// close ends the tap after all relays returned and waits until every
-// queued line was delivered.
-func (t *tap) close() int64 {
+// stream is the relay side of the tap for one of the child's streams.
+func (t *tap) stream(s Stream) *tapStream {
+	return &tapStream{t: t, s: s, carry: make([]byte, 0, MaxLine+1)}
+}
+
+// close ends the tap after all relays returned and waits until what is
+// queued was delivered: noise is shed at once, and at most tapDrainBytes
+// of kept lines go to OnLine (the rest is lost and counted).
+func (t *tap) close() TapStats {
+	t.closing.Store(true)
 	close(t.ch)
 	<-t.done
-	return t.dropped.Load()
+	return TapStats{Dropped: t.dropped.Load(), Shed: t.nShed.Load(), Lost: t.lost.Load()}
+}
+
+// tapStream cuts one stream's output into whole lines for the tap: what
+// it queues always ends at a newline, so a chunk the tap cannot take
+// costs whole lines, never half of one (the start of a cut line must not
+// reach the matcher: "[receive] via NET/IB/0/GDRDMA" cut after "IB/0"
+// reads as GPUDirect missing on that connection).
+type tapStream struct {
+	t     *tap
+	s     Stream
+	carry []byte  // the line being written: what followed the last newline (at most MaxLine bytes)
+	skip  bool    // that line outgrew MaxLine: its start was queued cut, the rest up to its newline is skipped
+	kept  *[]byte // lines kept while the queue was full, waiting for room
+
+	shed, lost, dropped int64 // counted by the relay goroutine, added to t's by finish
+}
+
+func (ts *tapStream) offer(p []byte) {
+	if ts.skip {
+		i := bytes.IndexByte(p, '\n')
+		if i < 0 {
+			return
+		}
+		ts.skip = false
+		p = p[i+1:]
+	}
+	j := bytes.LastIndexByte(p, '\n')
+	if j < 0 {
+		ts.hold(p)
+		return
+	}
+	ts.push(p[:j+1])
+	ts.hold(p[j+1:])
+}
+
+// hold appends the start of a line to carry; a line longer than MaxLine
+// is queued cut to its first MaxLine bytes (as lineSplitter cuts it).
+func (ts *tapStream) hold(p []byte) {
+	if room := MaxLine - len(ts.carry); len(p) > room {
+		ts.carry = append(ts.carry, p[:room]...)
+		ts.carry = append(ts.carry, '\n')
+		ts.push(nil)
+		ts.skip = true
+		return
+	}
+	ts.carry = append(ts.carry, p...)
+}
+
+// push queues carry followed by whole (whole lines, or nil when carry
+// ends in its own newline) and empties carry.
+func (ts *tapStream) push(whole []byte) {
+	t := ts.t
+	defer func() { ts.carry = ts.carry[:0] }()
+	if ts.kept != nil {
+		ts.flushKept(false) // kept lines go first: lines reach OnLine in order
+	}
+	if ts.kept == nil && len(t.ch) < tapQueueLen {
+		b := t.pool.Get().(*[]byte)
+		n := copy(*b, ts.carry)
+		n += copy((*b)[n:], whole)
+		select {
+		case t.ch <- tapChunk{s: ts.s, buf: b, n: n}:
+			return
+		default:
+			t.pool.Put(b)
+		}
+	}
+	// The queue is full: keep what is not noise, shed the rest.
+	t.full.Store(true)
+	if len(ts.carry) > 0 {
+		i := bytes.IndexByte(whole, '\n')
+		if i >= 0 {
+			// The first line is carry and whole's first segment; a line
+			// longer than MaxLine is judged by its first MaxLine bytes.
+			if room := cap(ts.carry) - 1 - len(ts.carry); room > 0 {
+				ts.carry = append(ts.carry, whole[:min(i, room)]...)
+			}
+			ts.triage(ts.carry)
+			whole = whole[i+1:]
+		} else { // carry ends in a newline of its own
+			ts.triage(ts.carry[:len(ts.carry)-1])
+		}
+	}
+	for len(whole) > 0 {
+		i := bytes.IndexByte(whole, '\n')
+		ts.triage(whole[:i])
+		whole = whole[i+1:]
+	}
+	ts.flushKept(false)
+}
+
+// triage keeps line (without its newline) or sheds it.
+func (ts *tapStream) triage(line []byte) {
+	t := ts.t
+	if t.shed != nil && t.shed(line) {
+		ts.shed++
+		ts.dropped += int64(len(line)) + 1
+		return
+	}
+	if len(line) > MaxLine {
+		line = line[:MaxLine]
+	}
+	if ts.kept != nil && len(*ts.kept)+len(line)+1 > cap(*ts.kept) {
+		ts.flushKept(false)
+	}
+	if ts.kept == nil {
+		b := t.pool.Get().(*[]byte)
+		*b = (*b)[:0]
+		ts.kept = b
+	}
+	if len(*ts.kept)+len(line)+1 > cap(*ts.kept) {
+		ts.lost++ // the reserve and this buffer are full
+		ts.dropped += int64(len(line)) + 1
+		return
+	}
+	*ts.kept = append(append(*ts.kept, line...), '\n')
+}
+
+// flushKept queues the kept lines if there is room (wait: until there is).
+func (ts *tapStream) flushKept(wait bool) {
+	b := ts.kept
+	if b == nil {
+		return
+	}
+	if len(*b) == 0 {
+		ts.kept = nil
+		*b = (*b)[:cap(*b)]
+		ts.t.pool.Put(b)
+		return
+	}
+	c := tapChunk{s: ts.s, buf: b, n: len(*b), kept: true}
+	if wait {
+		ts.t.ch <- c
+	} else {
+		select {
+		case ts.t.ch <- c:
+		default:
+			return
+		}
+	}
+	ts.kept = nil
+}
+
+// finish queues what is left when the stream ends: kept lines, and a last
+// line that had no newline.
+func (ts *tapStream) finish() {
+	if len(ts.carry) > 0 && !ts.skip {
+		ts.carry = append(ts.carry, '\n')
+		ts.push(nil)
+	}
+	ts.flushKept(true)
+	ts.t.nShed.Add(ts.shed)
+	ts.t.lost.Add(ts.lost)
+	ts.t.dropped.Add(ts.dropped)
 }
 
 // lineSplitter cuts a byte stream into lines with bounded memory: at most
@@ -191,4 +412,22 @@ func (l *lineSplitter) flush() {
 	}
 	l.buf = l.buf[:0]
 	l.skip = false
+}
+
+// growPipe enlarges the pipe the child writes its output to, so that a
+// burst needs fewer reads and wake-ups: to childPipeSize (the default
+// /proc/sys/fs/pipe-max-size), else to 256 KiB, else it stays as it is
+// (an unprivileged process past its pipe allowance gets EPERM).
+func growPipe(f *os.File) {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return
+	}
+	_ = rc.Control(func(fd uintptr) {
+		for _, n := range []int{childPipeSize, 256 << 10} {
+			if _, err := unix.FcntlInt(fd, unix.F_SETPIPE_SZ, n); err == nil {
+				return
+			}
+		}
+	})
 }

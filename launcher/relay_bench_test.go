@@ -3,6 +3,7 @@
 package launcher
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"os"
@@ -93,14 +94,14 @@ func BenchmarkRelay(b *testing.B) {
 			}
 			var t *tap
 			if tc.onLine != nil {
-				t = newTap(tc.onLine)
+				t = newTap(tc.onLine, nil)
 			}
 			b.SetBytes(benchChunk)
 			b.ResetTimer()
 			relay(feedPipe(b, block, b.N), out, Stdout, t)
 			var dropped int64
 			if t != nil {
-				dropped = t.close()
+				dropped = t.close().Dropped
 			}
 			wait()
 			b.StopTimer()
@@ -179,4 +180,70 @@ func BenchmarkRunTrue(b *testing.B) {
 			b.Fatalf("Run: %v, exit %d", err, res.ExitCode)
 		}
 	}
+}
+
+// BenchmarkTapBurst relays a burst of NCCL INFO lines with a WARN line
+// every 100 (MB/s is relayed bytes) through the tap with a LineFunc that
+// costs about what the matcher does on a line (it sums the line's bytes
+// four times): shed/op and lost/op say what the tap shed and lost per
+// 64 KiB, warn-missed how many WARN lines of the whole burst did not reach
+// the LineFunc (the tap must never miss one).
+func BenchmarkTapBurst(b *testing.B) {
+	block, warns := burst(40_000, 100)
+	sum := 0
+	seen := 0
+	fn := func(_ Stream, line []byte) {
+		for k := 0; k < 4; k++ {
+			for _, c := range line {
+				sum += int(c)
+			}
+		}
+		if bytes.Contains(line, []byte(" NCCL WARN ")) {
+			seen++
+		}
+	}
+	for _, shed := range []bool{false, true} {
+		b.Run(fmt.Sprintf("shed=%v", shed), func(b *testing.B) {
+			seen = 0
+			var sf func([]byte) bool
+			if shed {
+				sf = infoNoise
+			}
+			out, wait := drainPipe(b)
+			t := newTap(fn, sf)
+			n := max(1, b.N*benchChunk/len(block)) // whole blocks, so WARN lines can be counted
+			b.SetBytes(int64(n * len(block) / b.N))
+			b.ResetTimer()
+			relay(feedBlocks(b, block, n), out, Stdout, t)
+			st := t.close()
+			wait()
+			b.StopTimer()
+			b.ReportMetric(float64(st.Shed)/float64(b.N), "shed/op")
+			b.ReportMetric(float64(st.Lost)/float64(b.N), "lost/op")
+			b.ReportMetric(float64(n*warns-seen), "warn-missed")
+		})
+	}
+}
+
+// feedBlocks writes block n times to a new pipe from a goroutine (in
+// benchChunk writes) and returns the read end.
+func feedBlocks(b *testing.B, block []byte, n int) *os.File {
+	b.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	go func() {
+		defer w.Close()
+		for i := 0; i < n; i++ {
+			for p := block; len(p) > 0; {
+				k := min(benchChunk, len(p))
+				if _, err := w.Write(p[:k]); err != nil {
+					return
+				}
+				p = p[k:]
+			}
+		}
+	}()
+	return r
 }

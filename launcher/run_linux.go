@@ -130,6 +130,7 @@ func (s *supervisor) stdio() ([3]*os.File, error) {
 		if err != nil {
 			return fds, fmt.Errorf("output pipe: %w", err)
 		}
+		growPipe(r)
 		fds[i+1] = wr
 		s.toClose = append(s.toClose, wr)
 		s.readers = append(s.readers, r)
@@ -221,7 +222,7 @@ func (s *supervisor) run(l *launch) (Result, error) {
 	}
 	var t *tap
 	if s.cfg.OnLine != nil {
-		t = newTap(s.cfg.OnLine)
+		t = newTap(s.cfg.OnLine, s.cfg.Shed)
 	}
 	var wg sync.WaitGroup
 	for i, r := range s.readers {
@@ -273,7 +274,8 @@ func (s *supervisor) run(l *launch) (Result, error) {
 	s.finishTree()
 	res := ResultOf(*s.status)
 	if t != nil {
-		res.TapDropped = t.close()
+		st := t.close()
+		res.TapDropped, res.TapShed, res.TapLost = st.Dropped, st.Shed, st.Lost
 	}
 	return res, nil
 }

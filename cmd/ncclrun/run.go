@@ -38,8 +38,12 @@ type runReport struct {
 	ExitCode      int                   `json:"exit_code"`
 	Signal        *string               `json:"signal"`
 	TorchrunError *torchrunError        `json:"torchrun_error,omitempty"`
-	// TapDropped: output bytes diagnosis did not see (launcher.Result.TapDropped).
+	// TapDropped: output bytes diagnosis did not see (launcher.Result.TapDropped);
+	// TapShed of them NCCL INFO noise lines shed under pressure, TapLost other
+	// lines (0 at any rate a training job's output reaches).
 	TapDropped int64    `json:"tap_dropped_bytes,omitempty"`
+	TapShed    int64    `json:"tap_shed_lines,omitempty"`
+	TapLost    int64    `json:"tap_lost_lines,omitempty"`
 	Command    []string `json:"command"`
 	Version    string   `json:"ncclrun_version"`
 }
@@ -300,6 +304,9 @@ func (w *watch) onLine(_ launcher.Stream, line []byte) {
 func supervise(e *env, j runJob, p childPlan, w *watch, term <-chan os.Signal) (launcher.Result, error) {
 	cfg := p.cfg
 	cfg.OnLine = w.onLine
+	// When the matcher falls behind a burst, the tap sheds NCCL's per-channel
+	// INFO noise and keeps every other line (WARN lines, errors).
+	cfg.Shed = diagnosis.Noise
 	cfg.OnOutputError = func(st launcher.Stream, err error) {
 		name := "stdout"
 		if st == launcher.Stderr {
@@ -397,13 +404,14 @@ func reportOutcome(e *env, j runJob, rep preflight.Report, p childPlan, out outc
 	}
 	// Skipped tap data matters only when something went wrong: a healthy
 	// run that printed faster than the matcher reads stays silent.
-	if !s.quiet && res.TapDropped > 0 && (len(ds) > 0 || res.ExitCode != 0) {
-		fprintf(e.stderr, "ncclrun: warning: diagnosis fell behind the output and skipped %d bytes (all of it was relayed)\n", res.TapDropped)
+	if !s.quiet && res.TapLost > 0 && (len(ds) > 0 || res.ExitCode != 0) {
+		fprintf(e.stderr, "ncclrun: warning: diagnosis fell behind the output and skipped %d lines that were not NCCL INFO noise (all of it was relayed)\n", res.TapLost)
 	}
 	if s.report != "" {
 		rr := runReport{
 			Preflight: rep, EnvAdded: envMap(p.added), Diagnoses: nonNil(ds),
-			ExitCode: res.ExitCode, TorchrunError: out.te, TapDropped: res.TapDropped,
+			ExitCode: res.ExitCode, TorchrunError: out.te,
+			TapDropped: res.TapDropped, TapShed: res.TapShed, TapLost: res.TapLost,
 			Command: append([]string{j.path}, p.cfg.Args...), Version: version,
 		}
 		if out.sigName != "" {
