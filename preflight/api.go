@@ -56,10 +56,14 @@ type Report struct {
 	// Command is the state CMD will start in; it is also carried in
 	// capabilities.details.command. Not serialised at the top level.
 	Command CommandState `json:"-"`
-	// NCCLConf are the variables NCCL's configuration files set (NCCLConfig,
+	// NCCLConf are the variables NCCL's configuration files set (ncclConfig,
 	// read once by Run): the launcher adds none of them. Not serialised at
 	// the top level (environment.details.nccl_conf carries them).
 	NCCLConf map[string]string `json:"-"`
+	// Warnings say, one line per file, what a tree root (not the live
+	// system) held that was not read: a FIFO, a device, a link out of the
+	// tree, a file over the size bound. Not serialised.
+	Warnings []string `json:"-"`
 }
 
 // Failed reports whether any check failed.

@@ -303,12 +303,11 @@ func rlimitDetail(v int64) int64 {
 
 // checkMemlock builds the memlock result and returns the verdict for the
 // capabilities check.
-func checkMemlock(opts Options, c credFacts, p cmdPlan, kind string) (Result, memlockVerdict) {
+func checkMemlock(s sysRoot, opts Options, c credFacts, p cmdPlan, kind string) (Result, memlockVerdict) {
 	min := opts.MinMemlock
 	if min <= 0 {
 		min = DefaultMinMemlock
 	}
-	s := newRoot(opts.Root)
 	devs, _ := s.list("sys/class/infiniband")
 	// Issue 12 item 1: memlock matters only where NCCL registers memory
 	// with an HCA, unless the user asked for the verdict: --min-memlock,

@@ -34,14 +34,13 @@ func parseNCCLConf(b []byte, into map[string]string) {
 	}
 }
 
-// NCCLConfig reads NCCL's own configuration files under root: the file
+// ncclConfig reads NCCL's own configuration files under s: the file
 // named by NCCL_CONF_FILE in env, else $HOME/.nccl.conf (HOME from env),
 // and then etc/nccl.conf. It returns the variables they set, a variable
 // set in both keeping the first file's value as NCCL does (the environment
 // itself wins over both: that is the caller's merge), and the files read.
-// Missing files are skipped; root "" means "/".
-func NCCLConfig(root string, env []string) (vars map[string]string, files []string) {
-	s := newRoot(root)
+// Missing files are skipped. Report.NCCLConf carries the variables.
+func ncclConfig(s sysRoot, env []string) (vars map[string]string, files []string) {
 	e := environ.Map(env)
 	vars = map[string]string{}
 	var cands []string
@@ -53,7 +52,7 @@ func NCCLConfig(root string, env []string) (vars map[string]string, files []stri
 	cands = append(cands, "/etc/nccl.conf")
 	for _, c := range cands {
 		rel := strings.TrimPrefix(path.Clean("/"+c), "/")
-		b, err := s.readFile(rel)
+		b, err := s.readConf(rel)
 		if err != nil {
 			continue
 		}

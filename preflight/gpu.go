@@ -50,12 +50,8 @@ func parseDriverVersion(s string) (string, error) {
 func readGPUs(s sysRoot) (gpuFacts, []string) {
 	var g gpuFacts
 	var problems []string
-	if names, err := s.list("dev"); err == nil {
-		for _, n := range names {
-			if nvidiaDevRe.MatchString(n) {
-				g.devices = append(g.devices, n)
-			}
-		}
+	if names, err := s.list("dev", nvidiaDevRe.MatchString); err == nil {
+		g.devices = names
 	}
 	if names, err := s.list("proc/driver/nvidia/gpus"); err == nil {
 		g.procGPUs = len(names)

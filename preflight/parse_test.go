@@ -250,16 +250,16 @@ func TestNCCLConfig(t *testing.T) {
 		"opt/conf/custom.conf":        "NCCL_IB_DISABLE=1\n",
 		"home/trainer/.nccl.conf.bak": "ignored=1\n",
 	})
-	vars, files := NCCLConfig(root, []string{"HOME=/home/trainer"})
+	vars, files := ncclConfig(newRoot(root), []string{"HOME=/home/trainer"})
 	assert.Equal(t, map[string]string{"NCCL_SOCKET_IFNAME": "^docker0", "NCCL_DEBUG": "WARN", "NCCL_IB_HCA": "=mlx5_0", " NCCL_SPACED ": " x"}, vars)
 	assert.Equal(t, []string{"/home/trainer/.nccl.conf", "/etc/nccl.conf"}, files)
 
-	vars, files = NCCLConfig(root, []string{"HOME=/home/trainer", "NCCL_CONF_FILE=/opt/conf/custom.conf"})
+	vars, files = ncclConfig(newRoot(root), []string{"HOME=/home/trainer", "NCCL_CONF_FILE=/opt/conf/custom.conf"})
 	assert.Equal(t, "1", vars["NCCL_IB_DISABLE"])
 	assert.NotContains(t, vars, "NCCL_IB_HCA", "NCCL_CONF_FILE replaces ~/.nccl.conf")
 	assert.Equal(t, []string{"/opt/conf/custom.conf", "/etc/nccl.conf"}, files)
 
-	vars, files = NCCLConfig("testdata/ib-node", nil)
+	vars, files = ncclConfig(newRoot("testdata/ib-node"), nil)
 	assert.Empty(t, vars)
 	assert.Empty(t, files)
 }

@@ -12,14 +12,24 @@ import (
 // exits, prints or changes the system; it calls opts.Prober at most once.
 // When ctx is done, the checks not yet run are reported as skipped.
 func Run(ctx context.Context, opts Options) Report {
-	s := newRoot(opts.Root)
+	return run(ctx, newRoot(opts.Root), opts, true)
+}
+
+// run is Run over s; treeEnvOK lets a tree's recorded environment replace
+// opts.Env.
+func run(ctx context.Context, s sysRoot, opts Options, treeEnvOK bool) Report {
 	envList := opts.Env
+	if s.t != nil && treeEnvOK {
+		if e, ok := treeEnv(s); ok {
+			envList = e
+		}
+	}
 	if envList == nil {
 		envList = os.Environ()
 	}
 	env := environ.Map(envList)
 	// NCCL's configuration files count as set, the environment wins.
-	confVars, confFiles := NCCLConfig(opts.Root, envList)
+	confVars, confFiles := ncclConfig(s, envList)
 	merged := make(map[string]string, len(env)+len(confVars))
 	for k, v := range confVars {
 		merged[k] = v
@@ -59,7 +69,7 @@ func Run(ctx context.Context, opts Options) Report {
 	haveRDMA := false
 	steps := []step{
 		{IDMemlock, func() Result {
-			r, v := checkMemlock(opts, creds, plan, kind)
+			r, v := checkMemlock(s, opts, creds, plan, kind)
 			verdict = v
 			return r
 		}},
@@ -83,6 +93,9 @@ func Run(ctx context.Context, opts Options) Report {
 			continue
 		}
 		rep.Checks = append(rep.Checks, st.run())
+	}
+	if s.t != nil {
+		rep.Warnings = s.t.warnings
 	}
 	return rep
 }

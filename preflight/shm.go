@@ -147,7 +147,7 @@ func memTotal(s sysRoot) int64 {
 // else statfs of Root/dev/shm.
 func shmSize(s sysRoot) (size int64, source string, err error) {
 	if s.live {
-		n, err := statfsSize(s.path("dev/shm"))
+		n, err := s.statfsSize("dev/shm")
 		return n, "statfs", err
 	}
 	for _, f := range []struct {
@@ -182,10 +182,10 @@ func shmSize(s sysRoot) (size int64, source string, err error) {
 		}
 		return 0, f.rel, fmt.Errorf("%s: /dev/shm has no size= option and MemTotal is unknown", f.rel)
 	}
-	if !s.exists("dev/shm") {
+	n, err := s.statfsSize("dev/shm")
+	if absent(err) {
 		return 0, "", fmt.Errorf("no /dev/shm mount in proc/self/mountinfo or proc/mounts and no dev/shm directory")
 	}
-	n, err := statfsSize(s.path("dev/shm"))
 	return n, "statfs", err
 }
 

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -31,6 +32,16 @@ var faults = map[string]func(t *testing.T, p string){
 	},
 	"huge": func(t *testing.T, p string) {
 		require.NoError(t, os.WriteFile(p, []byte(strings.Repeat("7", 1<<20)), 0o644))
+	},
+	// Issue 12 item 8: a tree is untrusted. A FIFO would block a reader
+	// for ever, /dev/zero would fill memory: neither is opened.
+	"fifo": func(t *testing.T, p string) {
+		require.NoError(t, os.Remove(p))
+		require.NoError(t, syscall.Mkfifo(p, 0o644))
+	},
+	"link to /dev/zero": func(t *testing.T, p string) {
+		require.NoError(t, os.Remove(p))
+		require.NoError(t, os.Symlink("/dev/zero", p))
 	},
 	"symlink loop": func(t *testing.T, p string) {
 		require.NoError(t, os.Remove(p))

@@ -27,6 +27,7 @@ func cmdDoctor(c *cli.Context, e *env) error {
 	}
 	opts := preflightOptions(s, e.environ, raiseLimits(s))
 	report := preflight.Run(c.Context, opts)
+	printTreeWarnings(e.stderr, report)
 	if s.probe > 0 {
 		// Second pass: the probe child gets the credentials the first pass
 		// says CMD will get (CAP_IPC_LOCK ambient or not).

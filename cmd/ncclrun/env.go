@@ -29,6 +29,7 @@ func cmdEnv(c *cli.Context, e *env) error {
 		return usagef("env takes no arguments (got %q)", c.Args().First())
 	}
 	report := preflight.Run(c.Context, preflightOptions(s, e.environ, raiseLimits(s)))
+	printTreeWarnings(e.stderr, report)
 	_, added := s.composeEnv(e.environ, report)
 	if format == "json" {
 		return writeJSON(e.stdout, envMap(added))

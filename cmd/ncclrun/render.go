@@ -36,6 +36,15 @@ func checkMessage(c preflight.Result, withFix bool) []byte {
 // printChecks prints the checks whose status is in want, in report order.
 // A fix already printed for an earlier check (memlock and capabilities
 // often share one) is not printed again.
+// printTreeWarnings prints one line per file of a --root tree that
+// preflight refused to read (a FIFO, a device, a link out of the tree, a
+// file over the size bound).
+func printTreeWarnings(w io.Writer, r preflight.Report) {
+	for _, m := range r.Warnings {
+		fprintf(w, "ncclrun: warning: --root: %s\n", m)
+	}
+}
+
 func printChecks(w io.Writer, r preflight.Report, want ...preflight.Status) {
 	var b bytes.Buffer
 	printed := map[string]bool{}

@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -66,19 +65,8 @@ func raiseLimits(s settings) *preflight.Rlimit {
 // preflightOptions are the options run, doctor and env share; before is
 // raiseLimits' result.
 func preflightOptions(s settings, environ []string, before *preflight.Rlimit) preflight.Options {
-	// A snapshot carries the environment it was taken in (ncclrun-env, one
-	// KEY=VALUE a line, written by `ncclrun snapshot`): the analyst's own
-	// environment says nothing about that node.
-	if !liveRoot(s.root) {
-		if data, err := os.ReadFile(filepath.Join(s.root, snapEnvFile)); err == nil {
-			environ = nil
-			for _, l := range strings.Split(string(data), "\n") {
-				if k, _, ok := strings.Cut(l, "="); ok && k != "" {
-					environ = append(environ, l)
-				}
-			}
-		}
-	}
+	// Under --root preflight reads the environment the tree recorded
+	// (preflight.EnvFile, else proc/self/environ) instead of this one.
 	return preflight.Options{
 		Root:          s.root,
 		Env:           environ,
@@ -189,6 +177,9 @@ func runPreflight(ctx context.Context, e *env, j runJob, before *preflight.Rlimi
 		opts.Plan.Resolved, opts.Plan.UID, opts.Plan.GID = true, int(j.cred.UID), int(j.cred.GID)
 	}
 	rep := preflight.Run(ctx, opts)
+	if !j.s.quiet {
+		printTreeWarnings(e.stderr, rep)
+	}
 	if j.s.strict && rep.Failed() {
 		printChecks(e.stderr, rep, preflight.Fail)
 		fprintf(e.stderr, "ncclrun: --strict: a preflight check failed; %s not started\n", j.path)

@@ -9,12 +9,14 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/ncclrun/ncclrun/preflight"
+	"github.com/ncclrun/ncclrun/preflight/snapshot"
 )
 
 // extractTarGz unpacks a snapshot tarball into a new directory and returns
@@ -58,7 +60,7 @@ func extractTarGz(t *testing.T, r io.Reader) string {
 // snapEnv reads a snapshot's ncclrun-env lines.
 func snapEnv(t *testing.T, dir string) []string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(dir, snapEnvFile))
+	b, err := os.ReadFile(filepath.Join(dir, preflight.EnvFile))
 	require.NoError(t, err)
 	var out []string
 	for _, l := range strings.Split(string(b), "\n") {
@@ -254,16 +256,19 @@ func TestSnapshotPrivacy(t *testing.T) {
 		"etc/shadow":        "root:SHADOWHASH:19000:0:99999:7:::\n",
 		"var/run/secrets/kubernetes.io/serviceaccount/token":     "SA-TOKEN-VALUE",
 		"var/run/secrets/kubernetes.io/serviceaccount/namespace": "default",
-		"root/.ssh/id_rsa":              "PRIVATE-KEY",
-		"root/.nccl.conf":               "NCCL_SOCKET_IFNAME=eth\nPASSWORD=conf-secret\n",
-		"dev/infiniband/uverbs0":        "DEVICE-CONTENT",
-		"dev/nvidia0":                   "DEVICE-CONTENT",
-		"dev/sda":                       "DISK-CONTENT",
-		"secret-outside/flags":          "OUTSIDE-SYS",
-		"secret-outside/operstate":      "OUTSIDE-SYS",
-		"sys/class/net/eth0/operstate":  "up\n",
-		"sys/class/infiniband/.keep":    "",
-		"sys/module/other/parameters/x": "MODULE-PARAM",
+		"root/.ssh/id_rsa":             "PRIVATE-KEY",
+		"root/.nccl.conf":              "NCCL_SOCKET_IFNAME=eth\nPASSWORD=conf-secret\n",
+		"dev/infiniband/uverbs0":       "DEVICE-CONTENT",
+		"dev/nvidia0":                  "DEVICE-CONTENT",
+		"dev/sda":                      "DISK-CONTENT",
+		"secret-outside/flags":         "OUTSIDE-SYS",
+		"secret-outside/operstate":     "OUTSIDE-SYS",
+		"sys/class/net/eth0/operstate": "up\n",
+		"sys/class/infiniband/.keep":   "",
+		// An HCA whose verbs node is dev/infiniband/uverbs0, so that
+		// preflight looks at the device node (and the snapshot marks it).
+		"sys/class/infiniband/mlx5_0/device/infiniband_verbs/uverbs0/.keep": "",
+		"sys/module/other/parameters/x":                                     "MODULE-PARAM",
 	})
 	// A sysfs entry whose symlink leaves sys: never followed.
 	require.NoError(t, os.Symlink("../../../secret-outside", filepath.Join(src, "sys/class/net/evil0")))
@@ -335,7 +340,7 @@ func TestSnapshotOutputs(t *testing.T) {
 		dir := extractTarGz(t, strings.NewReader(r.stdout))
 		require.True(t, strings.HasPrefix(filepath.Base(dir), "ncclrun-snapshot-"), dir)
 		require.FileExists(t, filepath.Join(dir, "proc/self/status"))
-		require.FileExists(t, filepath.Join(dir, snapManifestFile))
+		require.FileExists(t, filepath.Join(dir, snapshot.ManifestFile))
 	})
 	t.Run("default name in the working directory", func(t *testing.T) {
 		wd := t.TempDir()
@@ -388,29 +393,4 @@ func TestSnapshotOutputs(t *testing.T) {
 	ents, err := os.ReadDir(full)
 	require.NoError(t, err)
 	require.Len(t, ents, 1)
-}
-
-// TestCollectSnapshotBounds: a proc file is cut where preflight cuts it,
-// the whole snapshot stays within its byte and entry bounds, and what was
-// left out or could not be read is counted, not fatal.
-func TestCollectSnapshotBounds(t *testing.T) {
-	src := t.TempDir()
-	big := strings.Repeat("x", snapMaxFile+100)
-	for _, p := range []string{"proc/net/fib_trie", "proc/net/route", "proc/net/if_inet6", "proc/self/mountinfo", "proc/mounts"} {
-		require.NoError(t, os.MkdirAll(filepath.Join(src, filepath.Dir(p)), 0o755))
-		require.NoError(t, os.WriteFile(filepath.Join(src, p), []byte(big), 0o644))
-	}
-	// A directory where a file is expected cannot be read: counted.
-	require.NoError(t, os.MkdirAll(filepath.Join(src, "proc/meminfo"), 0o755))
-	for i := 0; i < snapMaxEntries; i++ {
-		require.NoError(t, os.MkdirAll(filepath.Join(src, "sys/class/net", "veth"+strconv.Itoa(i)), 0o755))
-	}
-	s := collectSnapshot(src, nil)
-	require.LessOrEqual(t, s.bytes, int64(snapMaxTotal))
-	require.LessOrEqual(t, len(s.entries), snapMaxEntries+1) // + ncclrun-env
-	require.Len(t, s.entries["proc/net/fib_trie"].data, snapMaxFile, "cut at preflight's bound")
-	require.NotEmpty(t, s.overLimit)
-	require.Contains(t, s.overLimit, "proc/mounts", "the fifth 4 MiB file is over the 16 MiB bound")
-	require.Contains(t, s.unreadable, "proc/meminfo")
-	require.NotContains(t, s.unreadable, "proc/self/status", "a missing file is not unreadable")
 }
