@@ -108,16 +108,33 @@ type Entry struct {
 	// unlimited locked-memory limit, e.g. `ulimit -a`): without run's
 	// facts, a sighting made while it is on goes to AdequateID too.
 	AdequateMarker string `json:"adequate_marker,omitempty"`
+	// FactCause replaces Cause, and FactNote is appended to it, when every
+	// fact the template names is known (templates.go: {seen}, {shm_size},
+	// {rdma_ports}): what run saw says it in one sentence, the catalog's
+	// general explanation is for a log read without it. UnknownHow is the
+	// How of a FactsMemlock diagnosis made without run's facts.
+	FactCause  string `json:"fact_cause,omitempty"`
+	FactNote   string `json:"fact_note,omitempty"`
+	UnknownHow string `json:"unknown_how,omitempty"`
 	// KnockOn marks causes that are often consequences of another failure
 	// (a watchdog timeout, a CUDA OOM): they rank after any non-generic
-	// cause first seen before them.
-	KnockOn bool `json:"knock_on,omitempty"`
+	// cause first seen before them, and then KnockOnNote (a template
+	// naming {failure}, the id ranked first; required with KnockOn) is put
+	// before their cause.
+	KnockOn     bool   `json:"knock_on,omitempty"`
+	KnockOnNote string `json:"knock_on_note,omitempty"`
 	// After lists ids this entry ranks after when both were seen (for
 	// every pattern; Pattern.After adds ids for one pattern).
 	After []string `json:"after,omitempty"`
-	// Generic marks the catch-all (nccl-error): it ranks last and is left
-	// out of Diagnoses when a failure-level (priority >= 50) cause exists.
-	Generic bool `json:"generic,omitempty"`
+	// Generic marks a catch-all (nccl-error): it ranks last and is left
+	// out of Diagnoses when an active non-generic cause of priority
+	// HiddenBy or more exists (a failure, not an observation; 0 means
+	// never). HeldBack asks run to print it only at exit, when nothing
+	// hid it (PyTorch's DistBackendError often arrives before the WARN that
+	// names the cause): Catalog.HeldBack.
+	Generic  bool `json:"generic,omitempty"`
+	HiddenBy int  `json:"hidden_by,omitempty"`
+	HeldBack bool `json:"held_back,omitempty"`
 	// Not are negative patterns: a line matching any of them is not a
 	// sighting of this entry.
 	Not []string `json:"not,omitempty"`
@@ -373,6 +390,9 @@ func NewCatalog(entries []Entry) (*Catalog, error) {
 		if e.Certainty != Certain && e.Certainty != Likely {
 			return nil, fmt.Errorf("%w: entry %q: certainty %q is not %q or %q", ErrCatalog, e.ID, e.Certainty, Certain, Likely)
 		}
+		if err := checkTemplates(e); err != nil {
+			return nil, fmt.Errorf("%w: entry %q: %w", ErrCatalog, e.ID, err)
+		}
 		ce := &centry{Entry: *e, idx: i, markers: map[string]int{}, adequateMarker: -1}
 		for _, n := range e.Not {
 			re, err := regexp.Compile(n)
@@ -607,4 +627,11 @@ func (c *Catalog) Entry(id string) (Entry, bool) {
 		return Entry{}, false
 	}
 	return ce.Entry, true
+}
+
+// HeldBack reports whether run holds diagnosis id back while the command
+// runs (Entry.HeldBack), printing it at exit only if nothing hid it.
+func (c *Catalog) HeldBack(id string) bool {
+	ce, ok := c.byID[id]
+	return ok && ce.HeldBack
 }

@@ -7,9 +7,6 @@ import (
 	"strings"
 )
 
-const memlockHow = "run it under ncclrun run, or check `ulimit -l` and CapEff in the failing container: " +
-	"unlimited or CAP_IPC_LOCK means memory-registration (driver/kernel)"
-
 // snapshot renders a state as a Diagnosis, applying the facts.
 func (m *Matcher) snapshot(st *state) Diagnosis {
 	ce := st.ce
@@ -51,35 +48,27 @@ func (m *Matcher) snapshot(st *state) Diagnosis {
 	if likelyHow == "" {
 		likelyHow = ce.How
 	}
-	switch ce.Facts {
-	case FactsMemlock:
+	if ce.Facts == FactsMemlock {
 		if m.facts.Known {
 			certain = true
-			if m.facts.Seen != "" {
-				// What run saw says it in one sentence; the catalog's
-				// general explanation is for a log read without it.
-				d.Cause = "NCCL could not pin memory for the network card: the command ran with " + m.facts.Seen + ", so the kernel refused to lock more."
-			}
 			if m.facts.MemlockFix != "" {
 				d.Fix = m.facts.MemlockFix
 			}
 		} else {
 			certain = false
 			if likelyHow == "" || likelyHow == ce.How {
-				likelyHow = memlockHow
+				likelyHow = ce.UnknownHow
 			}
 		}
-	case FactsMemoryRegistration:
-		if m.facts.Known && m.facts.Seen != "" {
-			d.Cause += " Preflight saw: " + m.facts.Seen + "."
+	}
+	// The catalog's sentences that name what run saw (templates.go).
+	if ce.FactCause != "" || ce.FactNote != "" {
+		vals := factValues(m.facts)
+		if s, ok := expand(ce.FactCause, vals); ok && s != "" {
+			d.Cause = s
 		}
-	case FactsShm:
-		if m.facts.ShmBytes > 0 {
-			d.Cause += " /dev/shm here is " + formatSize(m.facts.ShmBytes) + "."
-		}
-	case FactsTransport:
-		if m.facts.Known && len(m.facts.RDMAPorts) > 0 {
-			d.Cause += " Preflight saw usable RDMA ports here: " + strings.Join(m.facts.RDMAPorts, ", ") + "."
+		if s, ok := expand(ce.FactNote, vals); ok && s != "" {
+			d.Cause += " " + s
 		}
 	}
 	if certain {

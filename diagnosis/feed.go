@@ -172,7 +172,7 @@ func (m *Matcher) FeedAll(line []byte) []Diagnosis {
 	}
 	out := make([]Diagnosis, 0, len(fresh))
 	for _, st := range fresh {
-		if st.ce.Generic && m.failureKnown() {
+		if st.ce.Generic && m.failureKnown(st.ce.HiddenBy) {
 			continue
 		}
 		out = append(out, m.snapshot(st))

@@ -4,10 +4,6 @@ import (
 	"sort"
 )
 
-// failurePriority is the priority from which a cause is a failure (it
-// hides the generic nccl-error) rather than an observation.
-const failurePriority = 50
-
 // markerOn reports whether marker pattern i was seen and is not
 // suppressed (the catalog has no suppression cycles).
 func (m *Matcher) markerOn(i int) bool {
@@ -43,11 +39,14 @@ func (m *Matcher) isActive(st *state) bool {
 	return false
 }
 
-// failureKnown reports whether an active non-generic cause of failure
-// priority exists (it hides nccl-error).
-func (m *Matcher) failureKnown() bool {
+// failureKnown reports whether an active non-generic cause of priority
+// hiddenBy or more exists (it hides a generic entry with that HiddenBy).
+func (m *Matcher) failureKnown(hiddenBy int) bool {
+	if hiddenBy <= 0 {
+		return false
+	}
 	for _, st := range m.order {
-		if !st.ce.Generic && m.isActive(st) && m.priority(st) >= failurePriority {
+		if !st.ce.Generic && m.isActive(st) && m.priority(st) >= hiddenBy {
 			return true
 		}
 	}
@@ -104,9 +103,8 @@ func (m *Matcher) Diagnoses() []Diagnosis {
 		seq       int
 	}
 	var rs []ranked
-	hide := m.failureKnown()
 	for _, st := range m.order {
-		if !m.isActive(st) || (st.ce.Generic && hide) {
+		if !m.isActive(st) || (st.ce.Generic && m.failureKnown(st.ce.HiddenBy)) {
 			continue
 		}
 		r := ranked{st: st, pri: m.priority(st), seq: m.firstSeq(st)}
@@ -156,9 +154,12 @@ func (m *Matcher) Diagnoses() []Diagnosis {
 	for i, r := range rs {
 		out[i] = m.snapshot(r.st)
 		if r.tier == 1 && i > 0 {
-			// A watchdog timeout or an OOM after a specific failure: say so,
-			// or its own advice ("an application stall") misleads.
-			out[i].Cause = "Seen after the " + out[0].ID + " failure above, and most likely a consequence of it. " + out[i].Cause
+			// A watchdog timeout or an OOM after a specific failure: say so
+			// (the entry's knock_on_note), or its own advice ("an
+			// application stall") misleads.
+			if note, ok := expand(r.st.ce.KnockOnNote, map[string]string{"failure": out[0].ID}); ok && note != "" {
+				out[i].Cause = note + " " + out[i].Cause
+			}
 		}
 	}
 	return out

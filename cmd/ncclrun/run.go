@@ -281,7 +281,7 @@ func (w *watch) onLine(_ launcher.Stream, line []byte) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, d := range w.matcher().FeedAll(line) {
-		if d.ID == genericDiagnosis {
+		if diagnosis.DefaultCatalog().HeldBack(d.ID) {
 			continue // printed at exit, and only if nothing specific follows
 		}
 		w.printed[d.ID] = true
@@ -377,7 +377,7 @@ func collect(e *env, j runJob, p childPlan, w *watch, res launcher.Result, term 
 // --report and the termination log.
 func reportOutcome(e *env, j runJob, rep preflight.Report, p childPlan, out outcome) {
 	s, ds, res := j.s, out.ds, out.res
-	// The generic nccl-error is held back while CMD runs: PyTorch's
+	// The catalog's held-back ids (the generic nccl-error) wait while CMD runs: PyTorch's
 	// DistBackendError on stderr often arrives before the WARN that names
 	// the cause on stdout. It is left in ds only when nothing specific was
 	// found, and then it is printed now (never silenced, like any diagnosis).
@@ -532,7 +532,3 @@ func parseTorchrunError(data []byte) *torchrunError {
 	}
 	return te
 }
-
-// genericDiagnosis is the catalog's catch-all id (docs/contract.md: an NCCL
-// failure with no more specific cause found).
-const genericDiagnosis = "nccl-error"
