@@ -179,6 +179,7 @@ func newApp(e *env) *cli.App {
 			"ncclrun doctor [--json] [--probe SIZE] [--min-memlock SIZE]\n" +
 			"ncclrun explain [--json] [FILE|-]...\n" +
 			"ncclrun env [--format shell|json]\n" +
+			"ncclrun lint [--format text|json|sarif] [FILE|DIR|-]...\n" +
 			"ncclrun version",
 		HideVersion:    true,
 		Reader:         e.stdin,
@@ -217,6 +218,14 @@ func newApp(e *env) *cli.App {
 				Flags:        withGlobals(&cli.StringFlag{Name: flagFormat, Usage: "`shell|json`", Value: "shell", EnvVars: []string{envName(flagFormat)}}),
 				OnUsageError: onUsage,
 				Action:       func(c *cli.Context) error { return cmdEnv(c, e) },
+			},
+			{
+				Name:         "lint",
+				Usage:        "judge Kubernetes manifests and Compose files: will each training container be able to pin memory?",
+				ArgsUsage:    "[FILE|DIR|-]...",
+				Flags:        lintFlags(),
+				OnUsageError: onUsage,
+				Action:       func(c *cli.Context) error { return cmdLint(c, e) },
 			},
 			{
 				Name:         "version",

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // Platform is where ncclrun runs, as preflight's environment check decides
@@ -56,6 +57,12 @@ const (
 	// or CRI-O NRI with the ulimit-adjuster plugin), for namespaces where
 	// no capability may be added.
 	PodMemlock Fix = "pod-memlock"
+	// UserNamespace: leave the user namespace (capabilities there do not
+	// count for RLIMIT_MEMLOCK).
+	UserNamespace Fix = "user-namespace"
+	// PrivilegedNamespace: a namespace whose Pod Security level admits
+	// added capabilities.
+	PrivilegedNamespace Fix = "privileged-namespace"
 )
 
 // Who is the user CMD runs as, for fixes that name it.
@@ -117,6 +124,10 @@ func Text(f Fix, p Platform, w Who) string {
 		default:
 			return "grow /dev/shm: `mount -o remount,size=1G /dev/shm` (persist it in /etc/fstab)"
 		}
+	case UserNamespace:
+		return "set the limit where the container is started, or leave the user namespace (Kubernetes `hostUsers: true`; rootful Docker or Podman)"
+	case PrivilegedNamespace:
+		return "Pod Security Admission's baseline and restricted levels reject an added IPC_LOCK: run the pod in a namespace labelled `pod-security.kubernetes.io/enforce: privileged`, or add no capability and set the limit per pod or per node"
 	case PodMemlock:
 		return "where no capability may be added (Pod Security `baseline` or `restricted`), let the runtime set the pod's limit: containerd >= 1.7 or CRI-O >= 1.26 with NRI and the ulimit-adjuster plugin, and the pod annotation `ulimits.noderesource.dev/container.<container name>: '[{type: RLIMIT_MEMLOCK, soft: 18446744073709551615, hard: 18446744073709551615}]'`; or `LimitMEMLOCK=infinity` for the runtime on the node"
 	}
@@ -160,14 +171,16 @@ func AllPlatforms(f Fix) string {
 	return strings.Join(parts, "; ")
 }
 
-var placeholder = regexp.MustCompile(`\{advice:([a-z-]+)\}`)
+// placeholder is compiled on first use: run's start-up never pays for it.
+var placeholder = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\{advice:([a-z-]+)\}`) })
 
 // Expand replaces every {advice:NAME} in s with AllPlatforms(NAME); an
 // unknown NAME is an error quoting it. The diagnosis catalog's fixes use it.
 func Expand(s string) (string, error) {
 	var bad string
-	out := placeholder.ReplaceAllStringFunc(s, func(m string) string {
-		name := Fix(placeholder.FindStringSubmatch(m)[1])
+	re := placeholder()
+	out := re.ReplaceAllStringFunc(s, func(m string) string {
+		name := Fix(re.FindStringSubmatch(m)[1])
 		if Text(name, Host, Who{}) == "" {
 			bad = string(name)
 			return m

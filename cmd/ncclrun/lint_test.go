@@ -1,0 +1,65 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+const lintData = "../../lint/testdata"
+
+// TestLintExitStatus: 0 without an error finding, 1 with one, 2 for usage
+// or an input that cannot be read or parsed (one stderr line each, the
+// other inputs still checked).
+func TestLintExitStatus(t *testing.T) {
+	r := ncclrun(t, "lint", "../../examples/kubernetes/b-nonroot-filecap.yaml")
+	assert.Equal(t, 0, r.code, "warnings only: %s", r.stdout)
+	assert.Empty(t, r.stderr)
+
+	r = ncclrun(t, "lint", "../../examples/kubernetes/seed-trap.yaml")
+	assert.Equal(t, 1, r.code)
+	assert.Contains(t, r.stdout, "ipc-lock-inert")
+
+	r = ncclrun(t, "lint", lintData+"/rules/nri-unlimited.yaml")
+	assert.Equal(t, 0, r.code)
+	assert.Equal(t, "1 container checked, no finding\n", r.stdout)
+
+	r = ncclrun(t, "lint", "--format", "json", lintData+"/bad/not-yaml.yaml", "../../examples/kubernetes/seed-trap.yaml", "no/such/file.yaml")
+	assert.Equal(t, ExitUsage, r.code)
+	require.Len(t, r.errLines(), 2, r.stderr)
+	assert.Equal(t, "ncclrun: lint: "+lintData+"/bad/not-yaml.yaml: not YAML: yaml: line 1: did not find expected ',' or ']'", r.errLines()[0])
+	assert.Equal(t, "ncclrun: lint: no/such/file.yaml: no such file or directory", r.errLines()[1])
+	var doc struct {
+		Findings []map[string]any `json:"findings"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &doc), r.stdout)
+	assert.Len(t, doc.Findings, 2, "the good input is still checked")
+
+	requireUsage(t, ncclrun(t, "lint"), "lint needs a FILE, DIR or -")
+	requireUsage(t, ncclrun(t, "lint", "--format", "xml", "x.yaml"), `"xml" is not text, json or sarif`)
+}
+
+// TestLintStdin is `helm template ... | ncclrun lint -`.
+func TestLintStdin(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(lintData, "kinds", "multi-doc.yaml"))
+	require.NoError(t, err)
+	r := invocation{args: []string{"lint", "--format", "sarif", "-"}, stdin: string(data)}.run(t)
+	assert.Equal(t, 1, r.code, r.stderr)
+	var s map[string]any
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &s))
+	assert.Equal(t, "2.1.0", s["version"])
+	assert.Contains(t, r.stdout, `"uri": "<stdin>"`)
+}
+
+// TestLintExamplesDir is `ncclrun lint examples/` as README shows it.
+func TestLintExamplesDir(t *testing.T) {
+	r := ncclrun(t, "lint", "../../examples/")
+	assert.Equal(t, 1, r.code, "the seed's trap is the one error: %s", r.stdout)
+	assert.Empty(t, r.stderr)
+	assert.Equal(t, 1, strings.Count(r.stdout, " error "), r.stdout)
+}

@@ -1,0 +1,147 @@
+package lint
+
+import (
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+)
+
+// launch is how a container's first process relates to ncclrun.
+type launch struct {
+	// known: the manifest gives the whole argv (Kubernetes command,
+	// Compose entrypoint); otherwise the image's ENTRYPOINT comes first.
+	known bool
+	argv  []string
+	// ncclrun: ncclrun is started at all; direct: it is the process the
+	// runtime execs (exec form); via names what starts it otherwise.
+	ncclrun bool
+	direct  bool
+	via     string
+	// flags given to ncclrun.
+	user, dropCaps, memlock string
+	userSet                 bool
+}
+
+var shells = map[string]bool{"sh": true, "bash": true, "dash": true, "ash": true, "zsh": true, "ksh": true, "busybox": true}
+
+// ncclrunValueFlags are ncclrun's global flags that take a value
+// (cmd/ncclrun/app.go).
+var ncclrunValueFlags = map[string]bool{"root": true, "report": true, "termination-log": true, "nccl-debug": true,
+	"memlock": true, "drop-cap": true, "user": true, "kill-after": true, "min-memlock": true, "probe": true, "nccl-ib": true}
+
+func isNcclrun(word string) bool { return filepath.Base(word) == "ncclrun" }
+
+// scriptWord splits a shell script into rough words (compiled on first use).
+var scriptWord = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`[^\s;&|()'"]+`) })
+
+// parseLaunch reads argv (command then args) as the runtime will start it.
+func parseLaunch(argv []string, known bool) launch {
+	l := launch{known: known, argv: argv}
+	if len(argv) == 0 {
+		return l
+	}
+	first := filepath.Base(argv[0])
+	switch {
+	case isNcclrun(argv[0]) && known:
+		l.ncclrun, l.direct = true, true
+		l.flags(argv[1:])
+		return l
+	case shells[first] && len(argv) >= 3 && strings.HasPrefix(argv[1], "-") && strings.Contains(argv[1], "c"):
+		words := scriptWord().FindAllString(argv[2], -1)
+		for i, w := range words {
+			if isNcclrun(w) {
+				l.ncclrun, l.via = true, "a shell ("+first+" -c)"
+				l.flags(words[i+1:])
+				return l
+			}
+		}
+		return l
+	}
+	for i, a := range argv {
+		if isNcclrun(a) {
+			l.ncclrun, l.via = true, filepath.Base(argv[0])
+			if i == 0 {
+				l.via = "the image's ENTRYPOINT"
+			}
+			l.flags(argv[i+1:])
+			return l
+		}
+	}
+	return l
+}
+
+// flags reads ncclrun's own flags, up to `--` or the command.
+func (l *launch) flags(args []string) {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" || !strings.HasPrefix(a, "-") {
+			if a == "run" {
+				continue
+			}
+			return
+		}
+		name, val, hasVal := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if !hasVal && ncclrunValueFlags[name] && i+1 < len(args) {
+			i++
+			val = args[i]
+		}
+		switch name {
+		case "user":
+			l.user, l.userSet = val, true
+		case "drop-cap":
+			if l.dropCaps != "" {
+				l.dropCaps += ","
+			}
+			l.dropCaps += val
+		case "memlock":
+			l.memlock = val
+		}
+	}
+}
+
+// applyEnv takes NCCLRUN_USER, NCCLRUN_DROP_CAP and NCCLRUN_MEMLOCK from the
+// container's environment where no flag set them (flags win, as in ncclrun).
+func (l *launch) applyEnv(env map[string]string) {
+	if !l.ncclrun {
+		return
+	}
+	if v, ok := env["NCCLRUN_USER"]; ok && !l.userSet && v != "" {
+		l.user, l.userSet = v, true
+	}
+	if v, ok := env["NCCLRUN_DROP_CAP"]; ok && l.dropCaps == "" {
+		l.dropCaps = v
+	}
+	if v, ok := env["NCCLRUN_MEMLOCK"]; ok && l.memlock == "" {
+		l.memlock = v
+	}
+}
+
+// afterNcclrun is the command ncclrun starts (after `--`), or the whole
+// argv when ncclrun is not in it.
+func (l launch) command() []string {
+	for i, a := range l.argv {
+		if a == "--" && l.ncclrun {
+			return l.argv[i+1:]
+		}
+	}
+	if l.ncclrun && l.direct {
+		// ncclrun FLAGS CMD...: skip the flags.
+		args := l.argv[1:]
+		for i := 0; i < len(args); i++ {
+			a := args[i]
+			if a == "run" {
+				continue
+			}
+			if !strings.HasPrefix(a, "-") {
+				return args[i:]
+			}
+			name, _, hasVal := strings.Cut(strings.TrimLeft(a, "-"), "=")
+			if !hasVal && ncclrunValueFlags[name] {
+				i++
+			}
+		}
+		return nil
+	}
+	return l.argv
+}

@@ -1,0 +1,308 @@
+package lint
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ncclrun/ncclrun/internal/pinrule"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/golden")
+
+func lintPath(t *testing.T, p string) Report {
+	t.Helper()
+	rep := Paths([]string{p}, nil)
+	require.Empty(t, rep.Errors)
+	return rep
+}
+
+func ids(rep Report) []string {
+	out := []string{}
+	for _, f := range rep.Findings {
+		out = append(out, f.ID+"@"+itoa(f.Line))
+	}
+	return out
+}
+
+func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
+
+func rules(rep Report) []string {
+	var out []string
+	for _, c := range rep.Containers {
+		out = append(out, c.Verdict.Rule)
+	}
+	return out
+}
+
+// TestKinds: every kind's pod templates are found (each testdata/kinds
+// file holds the trap once per template) and judged alike.
+func TestKinds(t *testing.T) {
+	want := map[string][]string{ // file -> objects, one per container
+		"cronjob.yaml":               {"CronJob/cj"},
+		"daemonset.yaml":             {"DaemonSet/ds"},
+		"deployment.yaml":            {"Deployment/d"},
+		"job.yaml":                   {"Job/j"},
+		"jobset.yaml":                {"JobSet/js"},
+		"leaderworkerset.yaml":       {"LeaderWorkerSet/lws", "LeaderWorkerSet/lws"},
+		"list.yaml":                  {"Pod/a"},
+		"mpijob.yaml":                {"MPIJob/mj"},
+		"multi-doc.yaml":             {"Pod/one", "Pod/two"},
+		"pod.json":                   {"Pod/pj"},
+		"pod.yaml":                   {"Pod/p"},
+		"podtemplate.yaml":           {"PodTemplate/pt"},
+		"pytorchjob.yaml":            {"PyTorchJob/pj", "PyTorchJob/pj"},
+		"raycluster.yaml":            {"RayCluster/rc", "RayCluster/rc"},
+		"rayjob.yaml":                {"RayJob/rj"},
+		"replicaset.yaml":            {"ReplicaSet/rs"},
+		"replicationcontroller.yaml": {"ReplicationController/rc"},
+		"statefulset.yaml":           {"StatefulSet/s"},
+		"tfjob.yaml":                 {"TFJob/tj"},
+		"trainingruntime.yaml":       {"ClusterTrainingRuntime/torch"},
+		"volcano-job.yaml":           {"Job/vj"},
+	}
+	files, _ := filepath.Glob("testdata/kinds/*")
+	require.Len(t, files, len(want), "every testdata/kinds file has a row")
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			rep := lintPath(t, f)
+			var objects []string
+			for _, c := range rep.Containers {
+				objects = append(objects, c.Object)
+				assert.Equal(t, pinrule.RuleK8sTrap, c.Verdict.Rule, c.Object)
+				assert.True(t, c.GPU)
+			}
+			assert.Equal(t, want[filepath.Base(f)], objects)
+			n := map[string]int{}
+			for _, fd := range rep.Findings {
+				n[fd.ID]++
+				assert.Equal(t, f, fd.File)
+				assert.Positive(t, fd.Line)
+			}
+			assert.Equal(t, map[string]int{IDIPCLockInert: len(objects), IDPodSecurity: len(objects)}, n)
+		})
+	}
+}
+
+// TestRules: one manifest per rule and finding (testdata/rules,
+// testdata/compose), with the finding's line and the rule table's row.
+func TestRules(t *testing.T) {
+	cases := []struct {
+		file  string
+		want  []string // id@line, in line order
+		rules []string // one per container
+	}{
+		{"rules/trap.yaml", []string{"ipc-lock-inert@18", "pod-security@18"}, []string{"k8s-trap"}},
+		{"rules/trap-cap-names.yaml", []string{"ipc-lock-inert@18", "pod-security@18"}, []string{"k8s-trap"}},
+		{"rules/trap-runasnonroot-only.yaml", []string{"ipc-lock-inert@16", "pod-security@16"}, []string{"k8s-trap"}},
+		{"rules/trap-args-only.yaml", []string{"ipc-lock-inert@18", "pod-security@18"}, []string{"k8s-trap"}},
+		{"rules/trap-no-gpu.yaml", []string{"pod-security@18"}, []string{"k8s-trap"}},
+		{"rules/filecap-exec.yaml", []string{"pod-security@18"}, []string{"ambient-raise"}},
+		{"rules/filecap-shell-nnp.yaml", []string{"nnp-shell@13", "pod-security@18"}, []string{"nnp-file-cap"}},
+		{"rules/filecap-tini-nnp.yaml", []string{"nnp-shell@13", "pod-security@18"}, []string{"nnp-file-cap"}},
+		{"rules/filecap-shell.yaml", []string{"pod-security@17"}, []string{"ambient-raise"}},
+		{"rules/root-drop-to-user.yaml", []string{"pod-security@15"}, []string{"ambient-raise"}},
+		{"rules/root-user-no-setid.yaml", []string{"user-needs-setuid@9", "pod-security@14"}, []string{"no-setuid"}},
+		{"rules/root-user-env-no-setid.yaml", []string{"user-needs-setuid@9", "pod-security@17"}, []string{"no-setuid"}},
+		{"rules/root-user-no-ipc-lock.yaml", []string{"no-ipc-lock@9"}, []string{"no-ipc-lock"}},
+		{"rules/nonroot-ncclrun-dropped.yaml", []string{"no-ipc-lock@16"}, []string{"no-ipc-lock"}},
+		{"rules/nonroot-no-caps.yaml", []string{"node-memlock@11"}, []string{"no-ipc-lock"}},
+		{"rules/root-default.yaml", []string{"node-memlock@7"}, []string{"root-no-ipc-lock"}},
+		{"rules/root-ipc-lock.yaml", []string{"pod-security@12"}, []string{"root-ipc-lock"}},
+		{"rules/container-wins.yaml", []string{"pod-security@18"}, []string{"root-ipc-lock"}},
+		{"rules/drop-wins.yaml", []string{"node-memlock@7", "pod-security@12"}, []string{"root-no-ipc-lock"}},
+		{"rules/ncclrun-drop-cap.yaml", []string{"no-ipc-lock@9", "pod-security@12"}, []string{"dropped"}},
+		{"rules/nri-unlimited.yaml", []string{}, []string{"unlimited"}},
+		{"rules/nri-finite.yaml", []string{"memlock-limit@6"}, []string{"finite"}},
+		{"rules/nri-small.yaml", []string{"memlock-limit@6"}, []string{"no-ipc-lock"}},
+		{"rules/userns.yaml", []string{"user-namespace@8", "pod-security@14"}, []string{"userns"}},
+		{"rules/no-shm.yaml", []string{"shm-default@7", "pod-security@12"}, []string{"root-ipc-lock"}},
+		{"rules/hostipc.yaml", []string{"pod-security@13"}, []string{"root-ipc-lock"}},
+		{"rules/privileged.yaml", []string{"pod-security@7"}, []string{"root-ipc-lock"}},
+		{"compose/compose-trap.yaml", []string{"shm-default@2", "ipc-lock-inert@7"}, []string{"k8s-trap"}},
+		{"compose/compose-filecap.yaml", []string{}, []string{"ambient-raise"}},
+		{"compose/compose-nnp-exec.yaml", []string{"ipc-lock-inert@10"}, []string{"nnp-file-cap"}},
+		{"compose/compose-unlimited.yaml", []string{}, []string{"unlimited"}},
+		{"compose/compose-zero.yaml", []string{"memlock-limit@6"}, []string{"limit-zero"}},
+		{"compose/compose-root-user.yaml", []string{"user-needs-setuid@4"}, []string{"no-setuid", "root-no-ipc-lock"}},
+		{"compose/compose-way-a.yaml", []string{}, []string{"ambient-raise"}},
+	}
+	seen := map[string]bool{}
+	for _, tc := range cases {
+		seen[tc.file] = true
+		t.Run(tc.file, func(t *testing.T) {
+			rep := lintPath(t, filepath.Join("testdata", tc.file))
+			assert.Equal(t, tc.want, ids(rep))
+			assert.Equal(t, tc.rules, rules(rep))
+			for _, f := range rep.Findings {
+				assert.NotEmpty(t, f.Message)
+				assert.NotEmpty(t, f.Fix)
+				assert.True(t, strings.HasSuffix(f.Message, "."), "one sentence: %q", f.Message)
+				assert.NotEmpty(t, f.Container)
+			}
+		})
+	}
+	for _, d := range []string{"rules", "compose"} {
+		files, _ := filepath.Glob(filepath.Join("testdata", d, "*.yaml"))
+		for _, f := range files {
+			assert.True(t, seen[strings.TrimPrefix(f, "testdata/")], "%s has no row", f)
+		}
+	}
+	// Every finding id and every reachable rule has a manifest.
+	gotIDs := map[string]bool{}
+	for _, tc := range cases {
+		for _, w := range tc.want {
+			id, _, _ := strings.Cut(w, "@")
+			gotIDs[id] = true
+		}
+	}
+	for _, r := range Rules {
+		assert.True(t, gotIDs[r.ID], "finding %s has a testdata manifest", r.ID)
+	}
+}
+
+func TestFindingFields(t *testing.T) {
+	rep := lintPath(t, "testdata/rules/trap.yaml")
+	f := rep.Findings[0]
+	assert.Equal(t, Finding{ID: IDIPCLockInert, Severity: Error, File: "testdata/rules/trap.yaml", Line: 18, Object: "Pod/trap",
+		Container: "trainer", Message: f.Message, Fix: f.Fix, Rule: pinrule.RuleK8sTrap, Assumed: f.Assumed}, f)
+	assert.Contains(t, f.Message, "uid 1000")
+	assert.Contains(t, f.Fix, `command: ["/usr/local/bin/ncclrun", "--user=1000:1000", "--", "torchrun", "train.py"]`)
+	assert.Contains(t, f.Fix, "ulimits.noderesource.dev/container.trainer: |")
+	assert.Contains(t, f.Fix, "soft: 18446744073709551615")
+	assert.Contains(t, strings.Join(f.Assumed, "\n"), "finite memlock limit (8 MiB")
+	nr := lintPath(t, "testdata/rules/trap-runasnonroot-only.yaml").Findings[0]
+	assert.Contains(t, nr.Message, "the image's non-root user")
+	assert.Contains(t, nr.Fix, "--user=UID:GID")
+	assert.Contains(t, strings.Join(nr.Assumed, "\n"), "runAsNonRoot: true without runAsUser")
+}
+
+func TestBadInputs(t *testing.T) {
+	rep := Paths([]string{"testdata/bad/not-yaml.yaml", "testdata/rules/trap.yaml", "testdata/missing.yaml", "testdata/bad/scalar.txt", "testdata/bad/tabs.yaml"}, nil)
+	var msgs []string
+	for _, e := range rep.Errors {
+		assert.ErrorIs(t, e, ErrInput)
+		assert.NotContains(t, e.Error(), "\n")
+		msgs = append(msgs, e.Error())
+	}
+	assert.Equal(t, []string{
+		"testdata/bad/not-yaml.yaml: not YAML: yaml: line 1: did not find expected ',' or ']'",
+		"testdata/missing.yaml: no such file or directory",
+		"testdata/bad/scalar.txt: not a YAML or JSON manifest (no mapping at the top)",
+		"testdata/bad/tabs.yaml: not YAML: yaml: line 2: found a tab character that violates indentation",
+	}, msgs)
+	assert.Len(t, rep.Containers, 1, "the good input is still checked")
+	assert.True(t, rep.HasError())
+}
+
+func TestStdinAndDirectories(t *testing.T) {
+	data, err := os.ReadFile("testdata/kinds/multi-doc.yaml")
+	require.NoError(t, err)
+	rep := Paths([]string{"-"}, bytes.NewReader(data))
+	require.Empty(t, rep.Errors)
+	require.Len(t, rep.Containers, 2)
+	assert.Equal(t, "<stdin>", rep.Findings[0].File)
+
+	rep = Paths([]string{"testdata"}, nil)
+	assert.Len(t, rep.Errors, 2, "the two unparseable .yaml files of testdata/bad; scalar.txt is not read from a directory")
+	var files []string
+	for _, c := range rep.Containers {
+		files = append(files, c.File)
+	}
+	assert.True(t, sort.StringsAreSorted(files), "directories are read in name order")
+}
+
+func TestText(t *testing.T) {
+	var b bytes.Buffer
+	require.NoError(t, WriteText(&b, lintPath(t, "testdata/rules/nri-unlimited.yaml")))
+	assert.Equal(t, "1 container checked, no finding\n", b.String())
+	b.Reset()
+	require.NoError(t, WriteText(&b, lintPath(t, "testdata/compose")))
+	assert.Contains(t, b.String(), "testdata/compose/compose-trap.yaml\n  service/trainer\n    2:    warning  shm-default")
+	assert.True(t, strings.HasSuffix(b.String(), "\n8 containers checked: 4 error(s), 1 warning(s), 0 info\n"), b.String())
+}
+
+// TestGolden: the JSON and SARIF of testdata/rules and testdata/compose
+// (go test ./lint -run Golden -update rewrites them).
+func TestGolden(t *testing.T) {
+	rep := Paths([]string{"testdata/rules", "testdata/compose"}, nil)
+	require.Empty(t, rep.Errors)
+	for _, g := range []struct {
+		file  string
+		write func(*bytes.Buffer) error
+	}{
+		{"testdata/golden/findings.json", func(b *bytes.Buffer) error { return WriteJSON(b, rep) }},
+		{"testdata/golden/findings.sarif", func(b *bytes.Buffer) error { return WriteSARIF(b, rep, "test") }},
+	} {
+		var b bytes.Buffer
+		require.NoError(t, g.write(&b))
+		if *update {
+			require.NoError(t, os.MkdirAll("testdata/golden", 0o755))
+			require.NoError(t, os.WriteFile(g.file, b.Bytes(), 0o644))
+		}
+		want, err := os.ReadFile(g.file)
+		require.NoError(t, err, "go test ./lint -run Golden -update")
+		assert.Equal(t, string(want), b.String(), g.file)
+	}
+}
+
+// TestSARIFShape checks what code scanning needs of SARIF 2.1.0.
+func TestSARIFShape(t *testing.T) {
+	var b bytes.Buffer
+	require.NoError(t, WriteSARIF(&b, lintPath(t, "testdata/rules/trap.yaml"), "v1"))
+	var s map[string]any
+	require.NoError(t, json.Unmarshal(b.Bytes(), &s))
+	assert.Equal(t, "2.1.0", s["version"])
+	run := s["runs"].([]any)[0].(map[string]any)
+	driver := run["tool"].(map[string]any)["driver"].(map[string]any)
+	assert.Len(t, driver["rules"], len(Rules))
+	res := run["results"].([]any)
+	require.Len(t, res, 2)
+	r0 := res[0].(map[string]any)
+	assert.Equal(t, "ipc-lock-inert", r0["ruleId"])
+	assert.Equal(t, "error", r0["level"])
+	loc := r0["locations"].([]any)[0].(map[string]any)["physicalLocation"].(map[string]any)
+	assert.Equal(t, "testdata/rules/trap.yaml", loc["artifactLocation"].(map[string]any)["uri"])
+	assert.EqualValues(t, 18, loc["region"].(map[string]any)["startLine"])
+}
+
+func TestJSONEmpty(t *testing.T) {
+	var b bytes.Buffer
+	require.NoError(t, WriteJSON(&b, Report{}))
+	assert.JSONEq(t, `{"findings": []}`, b.String())
+}
+
+// FuzzCheck: the YAML entry point never panics and never hangs on any input.
+func FuzzCheck(f *testing.F) {
+	for _, dir := range []string{"testdata/kinds", "testdata/rules", "testdata/compose", "testdata/bad"} {
+		files, _ := filepath.Glob(filepath.Join(dir, "*"))
+		for _, p := range files {
+			if b, err := os.ReadFile(p); err == nil {
+				f.Add(b)
+			}
+		}
+	}
+	f.Add([]byte("a: &a [*a]\n"))
+	f.Add([]byte("kind: List\nitems: [{kind: List, items: [{kind: Pod, spec: {containers: [{name: x}]}}]}]\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		rep, err := CheckBytes("fuzz.yaml", data)
+		if err != nil {
+			assert.ErrorIs(t, err, ErrInput)
+			return
+		}
+		for _, fd := range rep.Findings {
+			assert.NotEmpty(t, fd.ID)
+		}
+		var b bytes.Buffer
+		assert.NoError(t, WriteText(&b, rep))
+		assert.NoError(t, WriteSARIF(&b, rep, "fuzz"))
+	})
+}
