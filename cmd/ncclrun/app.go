@@ -22,24 +22,25 @@ var (
 
 // Flag names shared by every command (accepted before the command and after it).
 const (
-	flagRoot           = "root"
-	flagStrict         = "strict"
-	flagNoWatch        = "no-watch"
-	flagReport         = "report"
-	flagTerminationLog = "termination-log"
-	flagNCCLDebug      = "nccl-debug"
-	flagMemlock        = "memlock"
-	flagDropCap        = "drop-cap"
-	flagQuiet          = "quiet"
-	flagUser           = "user"
-	flagKillAfter      = "kill-after"
-	flagMinMemlock     = "min-memlock"
-	flagProbe          = "probe"
-	flagNoIB           = "no-ib"
-	flagNCCLIB         = "nccl-ib"
-	flagNoPTY          = "no-pty"
-	flagJSON           = "json"
-	flagFormat         = "format"
+	flagRoot             = "root"
+	flagStrict           = "strict"
+	flagNoWatch          = "no-watch"
+	flagReport           = "report"
+	flagTerminationLog   = "termination-log"
+	flagNCCLDebug        = "nccl-debug"
+	flagMemlock          = "memlock"
+	flagDropCap          = "drop-cap"
+	flagQuiet            = "quiet"
+	flagUser             = "user"
+	flagKillAfter        = "kill-after"
+	flagMinMemlock       = "min-memlock"
+	flagProbe            = "probe"
+	flagNoIB             = "no-ib"
+	flagNCCLIB           = "nccl-ib"
+	flagNoPTY            = "no-pty"
+	flagNoTransportProbe = "no-transport-probe"
+	flagJSON             = "json"
+	flagFormat           = "format"
 )
 
 // envName is the NCCLRUN_* variable of a flag: --kill-after -> NCCLRUN_KILL_AFTER.
@@ -66,6 +67,7 @@ func globalFlags() []cli.Flag {
 		&cli.StringFlag{Name: flagProbe, Usage: "pin `SIZE` bytes with mlock in a child with CMD's credentials", EnvVars: []string{envName(flagProbe)}},
 		&cli.BoolFlag{Name: flagNoIB, Usage: "set NCCL_IB_DISABLE=1 (when unset)", EnvVars: []string{envName(flagNoIB)}},
 		&cli.BoolFlag{Name: flagNoPTY, Usage: "give CMD plain pipes even when ncclrun's output is a terminal", EnvVars: []string{envName(flagNoPTY)}},
+		&cli.BoolFlag{Name: flagNoTransportProbe, Usage: "keep NCCL at WARN on stdout: do not read its INIT/NET INFO lines from a private NCCL_DEBUG_FILE to learn the transport it chose", EnvVars: []string{envName(flagNoTransportProbe)}},
 		&cli.StringFlag{Name: flagNCCLIB, Usage: "`on|off`: off adds no NCCL_IB_* variable at all", Value: "on", EnvVars: []string{envName(flagNCCLIB)}},
 	}
 }

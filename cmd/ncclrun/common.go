@@ -35,6 +35,10 @@ type settings struct {
 	noIB       bool
 	ncclIB     bool
 	noPTY      bool
+	// noTransportProbe turns the transport probe off (probe.go);
+	// transportEnv are its variables, set by planChild when it runs.
+	noTransportProbe bool
+	transportEnv     []launcher.EnvVar
 }
 
 func parseSize(s string) (int64, error) { return units.ParseSize(s) }
@@ -55,6 +59,8 @@ func parseSettings(c *cli.Context) (settings, error) {
 		user:      c.String(flagUser),
 		noIB:      c.Bool(flagNoIB),
 		noPTY:     c.Bool(flagNoPTY),
+
+		noTransportProbe: c.Bool(flagNoTransportProbe),
 	}
 	if s.ncclDebug == "" {
 		return s, usagef("--%s: empty level (want e.g. WARN, INFO, TRACE)", flagNCCLDebug)
@@ -149,6 +155,9 @@ func (s settings) envAdds(r preflight.Report) []launcher.EnvVar {
 		Name: "NCCL_DEBUG", Value: s.ncclDebug,
 		Reason: "so that NCCL prints its failures at all (ncclrun diagnoses them from the output)",
 	}}
+	if len(s.transportEnv) > 0 {
+		adds = append([]launcher.EnvVar(nil), s.transportEnv...) // NCCL_DEBUG=INFO into a private file
+	}
 	if s.noIB && s.ncclIB {
 		adds = append(adds, launcher.EnvVar{Name: "NCCL_IB_DISABLE", Value: "1", Reason: "--no-ib"})
 	}

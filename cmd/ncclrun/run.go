@@ -203,6 +203,7 @@ type childPlan struct {
 	// resolved before CMD runs (pinDir).
 	debugFile, report, termLog string
 	cleanup                    func()
+	probe                      *transportProbe // nil: off (probe.go)
 }
 
 // planChild is run's plan stage: CMD's environment (NCCL variables,
@@ -228,6 +229,7 @@ func planChild(e *env, j runJob, rep preflight.Report) childPlan {
 				Reason: "torchrun writes the first failing rank's exception there for ncclrun's report"})
 		}
 	}
+	probe := planProbe(e, &j, rep) // transport probe (probe.go): j.s.transportEnv
 	childEnv, added := j.s.composeEnv(e.environ, rep, extra...)
 	p.added = added
 	if v, _ := environ.Lookup(childEnv, "NCCL_DEBUG_FILE"); v != "" {
@@ -244,6 +246,9 @@ func planChild(e *env, j runJob, rep preflight.Report) childPlan {
 		Memlock:        j.s.launcherMemlock(),
 		KillAfter:      time.Duration(j.s.killAfter),
 		NoPTY:          j.s.noPTY,
+	}
+	if probe != nil {
+		probe.attach(&p, added)
 	}
 	return p
 }
@@ -312,6 +317,9 @@ func supervise(e *env, j runJob, p childPlan, w *watch, term <-chan os.Signal) (
 	default:
 	}
 	w.started = time.Now().Add(-time.Second) // file times have coarse granularity
+	if p.probe != nil {
+		p.probe.start(func(l []byte) { w.onLine(launcher.Stdout, l) })
+	}
 	res, err := launcher.Run(cfg)
 	if err != nil {
 		return res, &startError{cmd: j.path, err: err}
@@ -336,6 +344,9 @@ type outcome struct {
 // bounds of exitfiles.go; a terminating signal meanwhile stops the reading.
 func collect(e *env, j runJob, p childPlan, w *watch, res launcher.Result, term <-chan os.Signal) outcome {
 	out := outcome{res: res}
+	if p.probe != nil {
+		p.probe.finish() // the rest of NCCL's private debug files, then WARN lines still waiting
+	}
 	for len(term) > 0 {
 		<-term // signals during the run were the launcher's to forward
 	}
