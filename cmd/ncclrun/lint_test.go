@@ -63,3 +63,20 @@ func TestLintExamplesDir(t *testing.T) {
 	assert.Empty(t, r.stderr)
 	assert.Equal(t, 1, strings.Count(r.stdout, " error "), r.stdout)
 }
+
+// TestREADMELintOutput: README's "Lint your manifests" shows the real
+// output (regenerate it with the command it shows, run from the root).
+func TestREADMELintOutput(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	for _, f := range []string{"examples/kubernetes/seed-trap.yaml", "examples/kubernetes/b-nonroot-filecap.yaml"} {
+		_, after, ok := strings.Cut(string(readme), "    ncclrun lint "+f)
+		require.True(t, ok, "README shows `ncclrun lint %s`", f)
+		_, block, ok := strings.Cut(after, "```\n")
+		require.True(t, ok)
+		block, _, ok = strings.Cut(block, "```\n")
+		require.True(t, ok)
+		r := invocation{args: []string{"lint", f}, dir: "../.."}.run(t)
+		assert.Equal(t, r.stdout, block, "README's output of `ncclrun lint %s` is stale", f)
+	}
+}
