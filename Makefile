@@ -10,7 +10,7 @@ FUZZTIME ?= 10s
 
 export CGO_ENABLED := 0
 
-.PHONY: build test unit vet cross fuzz-short demo bench image integration clean
+.PHONY: build test unit vet cross fuzz-short demo bench image integration acceptance clean
 
 # urfave_cli_no_docs leaves out the CLI library's man-page generator, whose
 # package init costs ~1 ms of every start (docs/performance.md).
@@ -48,6 +48,10 @@ image: build
 
 integration: build
 	$(GO) test -count=1 -tags integration ./integration/...
+
+# The real clients (torchrun, mpirun) through ncclrun and without it.
+acceptance:
+	$(GO) test -count=1 -timeout 20m -tags acceptance ./acceptance/...
 
 clean:
 	rm -rf bin dist
