@@ -64,6 +64,7 @@ func TestMain(m *testing.M) {
 	if criErr == nil {
 		pauseErr = buildStatic(dir, "pause", "./integration/testdata/pause")
 	}
+	testutil.UnignoreSignals()
 	code := m.Run()
 	stopLeftoverCRI()
 	if err := writeTable(); err != nil {

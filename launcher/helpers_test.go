@@ -22,6 +22,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ncclrun/ncclrun/internal/environ"
+	"github.com/ncclrun/ncclrun/internal/testutil"
 )
 
 // The test binary doubles as the helper processes the tests supervise:
@@ -40,6 +41,7 @@ func TestMain(m *testing.M) {
 		fn(os.Args[1:])
 		os.Exit(0)
 	}
+	testutil.UnignoreSignals()
 	os.Exit(m.Run())
 }
 

@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/ncclrun/ncclrun/internal/testutil"
 )
 
 // Values the test binary is linked with, as the Makefile does.
@@ -51,6 +53,7 @@ func testMain(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "build ncclrun:", err)
 		return 1
 	}
+	testutil.UnignoreSignals()
 	return m.Run()
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ncclrun/ncclrun/internal/units"
+	"github.com/ncclrun/ncclrun/internal/testutil"
 )
 
 // fakeEnv makes the test binary play ncclrun in one of the scenarios of
@@ -27,6 +28,7 @@ func TestMain(m *testing.M) {
 	if sc, ok := os.LookupEnv(fakeEnv); ok {
 		os.Exit(fakeNcclrun(sc, os.Args[1:]))
 	}
+	testutil.UnignoreSignals()
 	os.Exit(m.Run())
 }
 
