@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ncclrun/ncclrun/internal/units"
 	"github.com/ncclrun/ncclrun/internal/testutil"
+	"github.com/ncclrun/ncclrun/internal/units"
 )
 
 // fakeEnv makes the test binary play ncclrun in one of the scenarios of
