@@ -104,8 +104,8 @@ func (x exitFiles) read(feed func(io.Reader), term <-chan os.Signal) exitReads {
 			}
 			fh.Close()
 			total += n
-			if _, werr := pw.Write([]byte{'\n'}); werr != nil {
-				return werr // the reader stopped
+			if _, werr := pw.Write([]byte{'\n'}); werr != nil || errors.Is(err, errStopped) {
+				return nil // the reader stopped, and said why
 			}
 			if err != nil {
 				warn("NCCL_DEBUG_FILE %s: %v", f, cause(err))
@@ -122,7 +122,7 @@ func (x exitFiles) read(feed func(io.Reader), term <-chan os.Signal) exitReads {
 		case <-fed:
 			finished = true
 		case err, ok := <-done:
-			if ok && err != nil {
+			if ok && err != nil { // fn was not called: the credentials could not be switched
 				warn("cannot read files as CMD's user: %v", err)
 				pw.CloseWithError(err)
 			}
