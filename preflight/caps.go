@@ -186,7 +186,7 @@ func decideMemlock(c credFacts, p cmdPlan, min int64, kind string, rdma bool, ju
 		} else if v.status == Warn {
 			what = "it would warn"
 		}
-		v.summary = fmt.Sprintf("Not judged: no RDMA device, so NCCL uses sockets and registers no memory, and RLIMIT_MEMLOCK does not matter (with an HCA %s: %s)", what, lowerFirst(v.summary))
+		v.summary = fmt.Sprintf("Not judged: no RDMA device, so NCCL uses sockets and registers no memory, and RLIMIT_MEMLOCK does not matter (with an HCA %s: %s; --min-memlock judges it anyway)", what, lowerFirst(v.summary))
 		v.fix = ""
 	}
 	v.status = Status(pv.Status)
