@@ -3,6 +3,8 @@ package diagnosis
 // This file is the contract between diagnosis and cmd/ncclrun. Extend it
 // (new fields, new functions); do not rename or remove what is here.
 
+import "github.com/ncclrun/ncclrun/internal/advice"
+
 // Diagnosis is one cause found in the output, deduplicated across ranks
 // (docs/contract.md "explain --json").
 type Diagnosis struct {
@@ -35,8 +37,9 @@ type Facts struct {
 	// Seen describes the state in words for the memlock message, e.g.
 	// "RLIMIT_MEMLOCK 64 KiB (soft=hard), uid 1000, CAP_IPC_LOCK in the bounding set only".
 	Seen string
-	// Platform is "kubernetes", "docker", "slurm" or "host".
-	Platform string
+	// Platform is where CMD runs (advice.Kubernetes, Docker, Slurm, Host);
+	// "" when unknown.
+	Platform advice.Platform
 	// MemlockFix is the platform's fix from preflight, used instead of the
 	// catalog's generic fix for memlock.
 	MemlockFix string

@@ -6,6 +6,7 @@ package preflight
 import (
 	"encoding/json"
 
+	"github.com/ncclrun/ncclrun/internal/advice"
 	"github.com/ncclrun/ncclrun/internal/units"
 )
 
@@ -41,10 +42,22 @@ type Result struct {
 	Details map[string]any `json:"details,omitempty"`
 }
 
+// Platform is where ncclrun runs, as the environment check decides it
+// (Environment.Kind); its values are the constants below, and it is
+// internal/advice's Platform, which keys the fix texts.
+type Platform = advice.Platform
+
+// The platforms, as doctor's JSON names them.
+const (
+	Kubernetes Platform = advice.Kubernetes
+	Docker     Platform = advice.Docker
+	Slurm      Platform = advice.Slurm
+	Host       Platform = advice.Host
+)
+
 // Environment says which platform ncclrun runs on and why it thinks so.
-// Kind is one of "kubernetes", "docker", "slurm", "host".
 type Environment struct {
-	Kind   string   `json:"kind"`
+	Kind   Platform `json:"kind"`
 	Reason string   `json:"reason"`
 	Clues  []string `json:"clues,omitempty"`
 }
@@ -60,6 +73,9 @@ type Report struct {
 	// read once by Run): the launcher adds none of them. Not serialised at
 	// the top level (environment.details.nccl_conf carries them).
 	NCCLConf map[string]string `json:"-"`
+	// Facts are what the checks found, typed, for the packages that act on
+	// them; the checks' Details are only their JSON rendering.
+	Facts Facts `json:"-"`
 	// Warnings say, one line per file, what a tree root (not the live
 	// system) held that was not read: a FIFO, a device, a link out of the
 	// tree, a file over the size bound. Not serialised.
@@ -183,4 +199,42 @@ type EnvSuggestion struct {
 	Name   string `json:"name"`
 	Value  string `json:"value"`
 	Reason string `json:"reason"`
+}
+
+// Facts are the typed findings of Run that other packages use (cmd/ncclrun
+// turns them into the launcher's configuration and the diagnosis facts).
+// The zero value means nothing was found: no check ran.
+type Facts struct {
+	// Memlock is the memlock check's verdict. CMD's limit is
+	// Report.Command.Memlock.
+	Memlock MemlockFacts
+	// ShmBytes is the size of /dev/shm; 0 when it could not be determined.
+	ShmBytes int64
+	// RDMA are the RDMA devices sysfs lists, with their ports and verbs
+	// nodes (rdma.details.devices); NoRDMA says sysfs lists none at all (a
+	// container without /dev/infiniband still sees the host's devices).
+	RDMA   []RDMADevice
+	NoRDMA bool
+	// GPUDirect is what the gpudirect check found; nil when it did not
+	// apply (no GPU or no RDMA device) or did not run.
+	GPUDirect *GPUDirectFacts
+}
+
+// MemlockFacts are the memlock check's verdict.
+type MemlockFacts struct {
+	// Rule is the rule table's row (memlock.details.rule); Fix its advice,
+	// "" when nothing needs fixing.
+	Rule string
+	Fix  string
+}
+
+// GPUDirectFacts say which GPUDirect RDMA peer-memory path the host offers.
+type GPUDirectFacts struct {
+	// NvMem: the legacy peer-memory module (sys/kernel/mm/memory_peers/
+	// nv_mem or nv_mem_nc), which every NCCL version detects.
+	NvMem bool
+	// NvidiaPeermem: the nvidia_peermem module (sys/module/nvidia_peermem).
+	NvidiaPeermem bool
+	// DMABuf: the kernel supports DMA-BUF (>= 5.12).
+	DMABuf bool
 }

@@ -69,7 +69,7 @@ type cmdPlan struct {
 }
 
 // credential describes ncclrun's state for the rule table.
-func credential(c credFacts, kind string) pinrule.Cred {
+func credential(c credFacts, kind Platform) pinrule.Cred {
 	st := c.status
 	cr := pinrule.Cred{
 		UID: st.UID, GID: st.GID,
@@ -90,7 +90,7 @@ func credential(c credFacts, kind string) pinrule.Cred {
 
 // planCommand computes the state CMD will start in from ncclrun's own state
 // and the launcher's plan, through the rule table's Command.
-func planCommand(s sysRoot, c credFacts, plan Plan, kind string) cmdPlan {
+func planCommand(s sysRoot, c credFacts, plan Plan, kind Platform) cmdPlan {
 	p := cmdPlan{cred: credential(c, kind)}
 	p.cmd.Memlock, p.cmd.MemlockKnown = c.memlock, c.memlockErr == nil
 	if plan.Memlock != nil {
@@ -150,7 +150,7 @@ func fmtLimit(r Rlimit) string {
 }
 
 // raiseFix says how to raise RLIMIT_MEMLOCK on each platform.
-func raiseFix(kind string) string {
+func raiseFix(kind Platform) string {
 	return advice.Text(advice.RaiseMemlock, advice.Platform(kind), advice.Who{})
 }
 
@@ -165,7 +165,7 @@ type memlockVerdict struct {
 }
 
 // fixText joins the row's fixes in its order.
-func fixText(fixes []advice.Fix, kind string, w advice.Who) string {
+func fixText(fixes []advice.Fix, kind Platform, w advice.Who) string {
 	parts := make([]string, 0, len(fixes))
 	for _, f := range fixes {
 		parts = append(parts, advice.Text(f, advice.Platform(kind), w))
@@ -173,7 +173,7 @@ func fixText(fixes []advice.Fix, kind string, w advice.Who) string {
 	return strings.Join(parts, "; or ")
 }
 
-func decideMemlock(c credFacts, p cmdPlan, min int64, kind string, rdma bool, judge bool) memlockVerdict {
+func decideMemlock(c credFacts, p cmdPlan, min int64, kind Platform, rdma bool, judge bool) memlockVerdict {
 	cred := p.cred
 	cred.RDMA, cred.Judge = pinrule.TriOf(rdma), judge
 	pv := pinrule.Decide(cred, min)
@@ -194,7 +194,7 @@ func decideMemlock(c credFacts, p cmdPlan, min int64, kind string, rdma bool, ju
 }
 
 // wordMemlock writes the summary and fix of the row the table chose.
-func wordMemlock(c credFacts, p cmdPlan, pv pinrule.Verdict, min int64, kind string) memlockVerdict {
+func wordMemlock(c credFacts, p cmdPlan, pv pinrule.Verdict, min int64, kind Platform) memlockVerdict {
 	lim := p.cmd.Memlock
 	st := c.status
 	cmdUID := p.cmd.UID
@@ -253,7 +253,7 @@ func wordMemlock(c credFacts, p cmdPlan, pv pinrule.Verdict, min int64, kind str
 		v.fix = "this reproduces a container without CAP_IPC_LOCK; in production " + raiseFix(kind)
 	case ruleNNPFileCap:
 		v.summary = fmt.Sprintf("%s and ncclrun's file capability was ignored because no_new_privs is set and the process that started ncclrun did not hold CAP_IPC_LOCK%s", limWord, cannot)
-		if kind != "docker" {
+		if kind != Docker {
 			// ncclrun already carries cap_ipc_lock+p: the remedy is the
 			// way it is started, not another setcap.
 			v.summary += "; ncclrun already carries cap_ipc_lock+p, so a shell or another program between the runtime and ncclrun is what loses it"
@@ -262,12 +262,12 @@ func wordMemlock(c credFacts, p cmdPlan, pv pinrule.Verdict, min int64, kind str
 	case ruleK8sTrap:
 		v.summary = fmt.Sprintf("%s and CAP_IPC_LOCK is in the bounding set only for %s%s", limWord, who, cannot)
 		v.fix = "Kubernetes and Docker do not raise an added capability into a non-root user's ambient set (kubernetes/kubernetes#56374), so `capabilities.add: [IPC_LOCK]` or `--cap-add IPC_LOCK` has no effect for " + who
-		if kind == "kubernetes" {
+		if kind == Kubernetes {
 			// Issue 14 item 3: the CRI spec held it in permitted too.
 			v.fix += " (the CRI runtime put IPC_LOCK in the bounding, permitted and effective sets of the container's first process; a non-root exec keeps only the bounding set unless the exec'd file carries the capability, which is why ncclrun's cap_ipc_lock+p works)"
 		}
 		v.fix += ". Fix: " + fix
-		if st.NoNewPrivs && kind == "docker" {
+		if st.NoNewPrivs && kind == Docker {
 			v.fix += ". With no_new_privs set (`--security-opt no-new-privileges`) Docker ignores a file capability on ncclrun, even as the exec-form entrypoint"
 		} else if st.NoNewPrivs {
 			v.fix += ". With no_new_privs set (allowPrivilegeEscalation: false) a file capability on ncclrun works only when ncclrun is the container's command in exec form"
@@ -278,7 +278,7 @@ func wordMemlock(c credFacts, p cmdPlan, pv pinrule.Verdict, min int64, kind str
 	default: // ruleNoIPCLock
 		v.summary = fmt.Sprintf("%s and %s has no CAP_IPC_LOCK%s", limWord, who, cannot)
 		v.fix = raiseFix(kind)
-		if cmdUID != 0 && kind != "host" && kind != "slurm" {
+		if cmdUID != 0 && kind != Host && kind != Slurm {
 			v.fix += "; or " + advice.Text(advice.Ambient, advice.Platform(kind), w)
 		}
 	}
@@ -303,7 +303,7 @@ func rlimitDetail(v int64) int64 {
 
 // checkMemlock builds the memlock result and returns the verdict for the
 // capabilities check.
-func checkMemlock(s sysRoot, opts Options, c credFacts, p cmdPlan, kind string) (Result, memlockVerdict) {
+func checkMemlock(s sysRoot, opts Options, c credFacts, p cmdPlan, kind Platform) (Result, memlockVerdict) {
 	min := opts.MinMemlock
 	if min <= 0 {
 		min = DefaultMinMemlock
@@ -384,7 +384,7 @@ func lowerFirst(s string) string {
 }
 
 // checkCapabilities reports ncclrun's own capability state and CMD's.
-func checkCapabilities(c credFacts, p cmdPlan, v memlockVerdict, kind string) Result {
+func checkCapabilities(c credFacts, p cmdPlan, v memlockVerdict, kind Platform) Result {
 	st := c.status
 	d := map[string]any{
 		"command": p.cmd,

@@ -68,16 +68,9 @@ func ncclConfig(s sysRoot, env []string) (vars map[string]string, files []string
 // shows ports that are not usable, and at least one is. It suggests nothing
 // else: NCCL detects the GID index and the socket interface better by itself.
 // Variables the caller has already set are the launcher's business, not
-// this function's. r must come from Run (details are read as Run's types).
+// this function's. It reads Report.Facts.
 func SuggestEnv(r Report) []EnvSuggestion {
-	c, ok := r.Check(IDRDMA)
-	if !ok || c.Details == nil {
-		return nil
-	}
-	devs, ok := c.Details["devices"].([]RDMADevice)
-	if !ok {
-		return nil
-	}
+	devs := r.Facts.RDMA
 	var usable, unusable []string
 	for _, d := range devs {
 		if len(d.Ports) == 0 && !d.UverbsPresent {

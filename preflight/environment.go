@@ -99,13 +99,13 @@ func detectEnvironment(s sysRoot, env map[string]string) Environment {
 	clues := append(append(append(append([]string{}, k8s...), slurm...), docker...), weak...)
 	switch {
 	case len(k8s) > 0:
-		return Environment{Kind: "kubernetes", Reason: k8s[0], Clues: clues}
+		return Environment{Kind: Kubernetes, Reason: k8s[0], Clues: clues}
 	case len(slurm) > 0:
-		return Environment{Kind: "slurm", Reason: slurm[0], Clues: clues}
+		return Environment{Kind: Slurm, Reason: slurm[0], Clues: clues}
 	case len(docker) > 0:
-		return Environment{Kind: "docker", Reason: docker[0], Clues: clues}
+		return Environment{Kind: Docker, Reason: docker[0], Clues: clues}
 	}
-	e := Environment{Kind: "host", Reason: "no container or scheduler clue found"}
+	e := Environment{Kind: Host, Reason: "no container or scheduler clue found"}
 	if len(clues) > 0 {
 		e.Clues = clues
 	}
@@ -130,6 +130,6 @@ func checkEnvironment(e Environment) Result {
 	if len(e.Clues) > 0 {
 		d["clues"] = e.Clues
 	}
-	name := map[string]string{"kubernetes": "Kubernetes pod", "slurm": "Slurm job", "docker": "container", "host": "host"}[e.Kind]
+	name := map[Platform]string{Kubernetes: "Kubernetes pod", Slurm: "Slurm job", Docker: "container", Host: "host"}[e.Kind]
 	return Result{ID: IDEnvironment, Status: OK, Summary: "Platform: " + name + " (" + e.Reason + ")", Details: d}
 }

@@ -103,12 +103,14 @@ func kernelAtLeast(release string, major, minor int) (bool, error) {
 
 // checkGPUDirect reports what NCCL's GPUDirect RDMA detection will find
 // (transport/net_ib/gdr.cc, nccl-messages.md §3.7).
-func checkGPUDirect(s sysRoot, g gpuFacts, haveRDMA bool) Result {
+//
+// The facts are nil when it does not apply.
+func checkGPUDirect(s sysRoot, g gpuFacts, haveRDMA bool) (Result, *GPUDirectFacts) {
 	if g.count() == 0 {
-		return Result{ID: IDGPUDirect, Status: Skip, Summary: "No GPU: GPUDirect RDMA does not apply"}
+		return Result{ID: IDGPUDirect, Status: Skip, Summary: "No GPU: GPUDirect RDMA does not apply"}, nil
 	}
 	if !haveRDMA {
-		return Result{ID: IDGPUDirect, Status: Skip, Summary: "No RDMA device: GPUDirect RDMA does not apply"}
+		return Result{ID: IDGPUDirect, Status: Skip, Summary: "No RDMA device: GPUDirect RDMA does not apply"}, nil
 	}
 	d := map[string]any{}
 	nvMem := ""
@@ -158,5 +160,5 @@ func checkGPUDirect(s sysRoot, g gpuFacts, haveRDMA bool) Result {
 		r.Summary = fmt.Sprintf("Neither nvidia_peermem/nv_peer_mem nor DMA-BUF (kernel %s, needs 5.12): NCCL stages network traffic through host memory", kr)
 		r.Fix = "load the peer-memory module on the host (`modprobe nvidia-peermem`; it must be loaded on the host, not in the container), or run a kernel >= 5.12 for DMA-BUF"
 	}
-	return r
+	return r, &GPUDirectFacts{NvMem: nvMem != "", NvidiaPeermem: peermem != "", DMABuf: dmabuf}
 }

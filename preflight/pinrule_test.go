@@ -17,7 +17,7 @@ func TestNNPFileCapWords(t *testing.T) {
 		memlock: Rlimit{Soft: 65536, Hard: 65536},
 		fileCap: &yes,
 	}
-	for _, kind := range []string{"kubernetes", "host"} {
+	for _, kind := range []Platform{Kubernetes, Host} {
 		p := planCommand(newRoot(t.TempDir()), c, Plan{}, kind)
 		v := decideMemlock(c, p, DefaultMinMemlock, kind, true, false)
 		assert.Equal(t, ruleNNPFileCap, v.rule)

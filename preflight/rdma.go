@@ -125,26 +125,27 @@ func readRDMADevices(s sysRoot) (devs []RDMADevice, problems []string, found boo
 	return devs, problems, true
 }
 
-func rdmaFix(kind string) string {
+func rdmaFix(kind Platform) string {
 	switch kind {
-	case "kubernetes":
+	case Kubernetes:
 		return "request the RDMA devices from the node's RDMA device plugin (e.g. `resources: {limits: {rdma/ib: 1}}` or the resource name your plugin advertises, such as `rdma/rdma_shared_device_a`), or run the pod privileged; the device plugin mounts /dev/infiniband/uverbsN into the container"
-	case "docker":
+	case Docker:
 		return "pass the devices into the container: `docker run --device=/dev/infiniband` (all of them) or `--device=/dev/infiniband/uverbsN` for each HCA, plus `--device=/dev/infiniband/rdma_cm`"
-	case "slurm":
+	case Slurm:
 		return "mount the devices into the container: pyxis `srun --container-mounts=/dev/infiniband` (enroot: ENROOT_MOUNT_HOME / a mount hook for /dev/infiniband)"
 	default:
 		return "load the verbs driver and its device nodes on the host (`modprobe ib_uverbs`; `ls /dev/infiniband`)"
 	}
 }
 
-func checkRDMA(s sysRoot, env map[string]string, kind string) Result {
+// checkRDMA returns the rdma check and the devices sysfs lists.
+func checkRDMA(s sysRoot, env map[string]string, kind Platform) (Result, []RDMADevice) {
 	devs, problems, found := readRDMADevices(s)
 	d := map[string]any{}
 	ibDisabled := env["NCCL_IB_DISABLE"] == "1"
 	if !found {
 		return Result{ID: IDRDMA, Status: Skip, Summary: "No RDMA devices in sys/class/infiniband: NCCL will use sockets",
-			Details: map[string]any{"devices": []RDMADevice{}, "sysfs_devices": 0}}
+			Details: map[string]any{"devices": []RDMADevice{}, "sysfs_devices": 0}}, nil
 	}
 	d["devices"] = devs
 	d["rdma_cm"] = s.exists("dev/infiniband/rdma_cm")
@@ -217,7 +218,7 @@ func checkRDMA(s sysRoot, env map[string]string, kind string) Result {
 			r.Summary += "; " + lowerFirst(hcaWarn)
 		}
 	}
-	return r
+	return r, devs
 }
 
 func listOrNothing(l []string) string {

@@ -71,20 +71,28 @@ func run(ctx context.Context, s sysRoot, opts Options, treeEnvOK bool) Report {
 		{IDMemlock, func() Result {
 			r, v := checkMemlock(s, opts, creds, plan, kind)
 			verdict = v
+			rep.Facts.Memlock = MemlockFacts{Rule: v.rule, Fix: r.Fix}
 			return r
 		}},
 		{IDCapabilities, func() Result { return checkCapabilities(creds, plan, verdict, kind) }},
 		{IDRDMA, func() Result {
-			r := checkRDMA(s, merged, kind)
+			r, devs := checkRDMA(s, merged, kind)
 			haveRDMA = r.Status != Skip
+			rep.Facts.RDMA, rep.Facts.NoRDMA = devs, len(devs) == 0
 			return r
 		}},
 		{IDShm, func() Result {
 			gpus, gpuProblems = readGPUs(s)
-			return checkShm(s, gpus.count(), kind)
+			r, size := checkShm(s, gpus.count(), kind)
+			rep.Facts.ShmBytes = size
+			return r
 		}},
 		{IDGPU, func() Result { return checkGPU(gpus, gpuProblems) }},
-		{IDGPUDirect, func() Result { return checkGPUDirect(s, gpus, haveRDMA) }},
+		{IDGPUDirect, func() Result {
+			r, g := checkGPUDirect(s, gpus, haveRDMA)
+			rep.Facts.GPUDirect = g
+			return r
+		}},
 		{IDNetwork, func() Result { return checkNetwork(s, merged) }},
 	}
 	for _, st := range steps {

@@ -189,15 +189,16 @@ func shmSize(s sysRoot) (size int64, source string, err error) {
 	return n, "statfs", err
 }
 
-func shmFix(kind string) string {
+func shmFix(kind Platform) string {
 	return advice.Text(advice.ShmSize, advice.Platform(kind), advice.Who{})
 }
 
-func checkShm(s sysRoot, gpus int, kind string) Result {
+// checkShm returns the shm check and the size of /dev/shm (0: unknown).
+func checkShm(s sysRoot, gpus int, kind Platform) (Result, int64) {
 	size, source, err := shmSize(s)
 	if err != nil {
 		return Result{ID: IDShm, Status: Warn, Summary: fmt.Sprintf("The size of /dev/shm could not be determined: %v", err),
-			Details: map[string]any{"error": err.Error()}}
+			Details: map[string]any{"error": err.Error()}}, 0
 	}
 	need := shmEstimate(gpus)
 	d := map[string]any{"size_bytes": size, "source": source, "estimate_bytes": need, "gpus": gpus, "recommended_bytes": int64(recommendedShm)}
@@ -223,5 +224,5 @@ func checkShm(s sysRoot, gpus int, kind string) Result {
 		r.Summary = fmt.Sprintf("/dev/shm is %s, enough for NCCL's SHM segments for %s but below NVIDIA's recommended 1 GiB", units.FormatSize(size), gpuWord)
 		r.Fix = shmFix(kind)
 	}
-	return r
+	return r, size
 }

@@ -188,19 +188,12 @@ func facts(r preflight.Report, minMemlock int64) diagnosis.Facts {
 		Platform: r.Environment.Kind,
 		MemlockAdequate: cs.IPCLockEffective || cs.Memlock.Soft == preflight.Unlimited ||
 			(minMemlock > 0 && cs.Memlock.Soft >= minMemlock),
-		Seen: seen(cs),
-	}
-	if m, ok := r.Check(preflight.IDMemlock); ok {
-		f.MemlockFix = m.Fix
-	}
-	if sh, ok := r.Check(preflight.IDShm); ok {
-		f.ShmBytes = detailInt(sh.Details, "size_bytes")
-	}
-	if rd, ok := r.Check(preflight.IDRDMA); ok {
+		Seen:       seen(cs),
+		MemlockFix: r.Facts.Memlock.Fix,
+		ShmBytes:   r.Facts.ShmBytes,
 		// Only a host whose sysfs lists no RDMA device at all: a container
 		// without /dev/infiniband still sees the host's devices there.
-		_, counted := rd.Details["sysfs_devices"]
-		f.NoRDMA = counted && detailInt(rd.Details, "sysfs_devices") == 0
+		NoRDMA: r.Facts.NoRDMA,
 	}
 	transportFacts(r, &f)
 	return f
@@ -223,21 +216,6 @@ func seen(cs preflight.CommandState) string {
 		}
 	}
 	return fmt.Sprintf("%s, uid %d, %s", lim, cs.UID, capState)
-}
-
-// detailInt reads a numeric detail whatever Go type preflight stored it as.
-func detailInt(d map[string]any, key string) int64 {
-	switch v := d[key].(type) {
-	case int:
-		return int64(v)
-	case int64:
-		return v
-	case uint64:
-		return int64(v)
-	case float64:
-		return int64(v)
-	}
-	return 0
 }
 
 // isTorchrun reports whether CMD is torchrun (or python -m torch.distributed.run).

@@ -13,18 +13,15 @@ import (
 // socket/tcp fallback on a node with usable ports is a certain
 // degraded-transport, and "GPU Direct RDMA Disabled" names its cause.
 func transportFacts(r preflight.Report, f *diagnosis.Facts) {
-	if rd, ok := r.Check(preflight.IDRDMA); ok {
-		f.RDMAPorts = usablePorts(rd.Details)
-	}
-	if g, ok := r.Check(preflight.IDGPUDirect); ok && g.Status != preflight.Skip {
-		f.GDRModule = gdrModule(g.Details)
+	f.RDMAPorts = usablePorts(r.Facts.RDMA)
+	if g := r.Facts.GPUDirect; g != nil {
+		f.GDRModule = gdrModule(*g)
 	}
 }
 
 // usablePorts lists the ports NCCL can open: a verbs node in
 // /dev/infiniband and the port ACTIVE (preflight's rule).
-func usablePorts(d map[string]any) []string {
-	devs, _ := d["devices"].([]preflight.RDMADevice)
+func usablePorts(devs []preflight.RDMADevice) []string {
 	var out []string
 	for _, dev := range devs {
 		if !dev.UverbsPresent {
@@ -40,13 +37,11 @@ func usablePorts(d map[string]any) []string {
 }
 
 // gdrModule names the peer-memory module the gpudirect check found.
-func gdrModule(d map[string]any) string {
-	for _, k := range []string{"nv_mem", "nv_mem_nc"} {
-		if _, ok := d[k]; ok {
-			return diagnosis.GDRModuleNvMem
-		}
-	}
-	if _, ok := d["nvidia_peermem"]; ok {
+func gdrModule(g preflight.GPUDirectFacts) string {
+	switch {
+	case g.NvMem:
+		return diagnosis.GDRModuleNvMem
+	case g.NvidiaPeermem:
 		return diagnosis.GDRModuleNvidiaPeermem
 	}
 	return diagnosis.GDRModuleNone

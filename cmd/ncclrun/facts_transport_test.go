@@ -11,7 +11,7 @@ import (
 	"github.com/ncclrun/ncclrun/preflight"
 )
 
-func TestTransportFactsFromDetails(t *testing.T) {
+func TestTransportFacts(t *testing.T) {
 	dev := func(name string, uverbs bool, states ...string) preflight.RDMADevice {
 		d := preflight.RDMADevice{Name: name, UverbsPresent: uverbs}
 		for i, s := range states {
@@ -21,23 +21,23 @@ func TestTransportFactsFromDetails(t *testing.T) {
 	}
 	tests := []struct {
 		name   string
-		checks []preflight.Result
+		facts  preflight.Facts
 		ports  []string
 		module string
 	}{
-		{"nothing checked", nil, nil, ""},
-		{"usable and unusable ports", []preflight.Result{{ID: preflight.IDRDMA, Status: preflight.Warn, Details: map[string]any{"devices": []preflight.RDMADevice{
-			dev("mlx5_0", true, "ACTIVE", "DOWN"), dev("mlx5_1", false, "ACTIVE"), dev("mlx5_2", true, "ACTIVE")}}}},
+		{"nothing checked", preflight.Facts{}, nil, ""},
+		{"usable and unusable ports", preflight.Facts{RDMA: []preflight.RDMADevice{
+			dev("mlx5_0", true, "ACTIVE", "DOWN"), dev("mlx5_1", false, "ACTIVE"), dev("mlx5_2", true, "ACTIVE")}},
 			[]string{"mlx5_0:1", "mlx5_2:1"}, ""},
-		{"no devices", []preflight.Result{{ID: preflight.IDRDMA, Status: preflight.Skip, Details: map[string]any{"devices": []preflight.RDMADevice{}, "sysfs_devices": 0}}}, nil, ""},
-		{"gpudirect skipped", []preflight.Result{{ID: preflight.IDGPUDirect, Status: preflight.Skip}}, nil, ""},
-		{"nv_peer_mem", []preflight.Result{{ID: preflight.IDGPUDirect, Status: preflight.OK, Details: map[string]any{"nv_mem": "1.3", "nvidia_peermem": "loaded"}}}, nil, diagnosis.GDRModuleNvMem},
-		{"nvidia_peermem only", []preflight.Result{{ID: preflight.IDGPUDirect, Status: preflight.OK, Details: map[string]any{"nvidia_peermem": "560.35"}}}, nil, diagnosis.GDRModuleNvidiaPeermem},
-		{"no module", []preflight.Result{{ID: preflight.IDGPUDirect, Status: preflight.Warn, Details: map[string]any{"dmabuf_kernel": false}}}, nil, diagnosis.GDRModuleNone},
+		{"no devices", preflight.Facts{NoRDMA: true}, nil, ""},
+		{"gpudirect skipped", preflight.Facts{GPUDirect: nil}, nil, ""},
+		{"nv_peer_mem", preflight.Facts{GPUDirect: &preflight.GPUDirectFacts{NvMem: true, NvidiaPeermem: true}}, nil, diagnosis.GDRModuleNvMem},
+		{"nvidia_peermem only", preflight.Facts{GPUDirect: &preflight.GPUDirectFacts{NvidiaPeermem: true}}, nil, diagnosis.GDRModuleNvidiaPeermem},
+		{"no module", preflight.Facts{GPUDirect: &preflight.GPUDirectFacts{DMABuf: false}}, nil, diagnosis.GDRModuleNone},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f := facts(preflight.Report{Checks: tt.checks}, 0)
+			f := facts(preflight.Report{Facts: tt.facts}, 0)
 			assert.Equal(t, tt.ports, f.RDMAPorts)
 			assert.Equal(t, tt.module, f.GDRModule)
 		})

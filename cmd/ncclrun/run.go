@@ -437,7 +437,7 @@ func terminationLogPath(s settings, r preflight.Report) string {
 	if s.termLog != "" {
 		return s.termLog
 	}
-	if liveRoot(s.root) && r.Environment.Kind == "kubernetes" && fileExists(defaultTerminationLog) {
+	if liveRoot(s.root) && r.Environment.Kind == preflight.Kubernetes && fileExists(defaultTerminationLog) {
 		return defaultTerminationLog
 	}
 	return ""

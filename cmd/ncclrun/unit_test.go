@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -153,17 +154,23 @@ func TestPrintChecksPrintsASharedFixOnce(t *testing.T) {
 		"ncclrun: shm: small\nncclrun:   fix: grow it\n", b.String())
 }
 
+// TestFactsNoRDMAOnlyWhenSysfsListsNone: only a tree whose sysfs lists no
+// RDMA device gives NoRDMA; one with devices, or a preflight that never got
+// to the rdma check, does not.
 func TestFactsNoRDMAOnlyWhenSysfsListsNone(t *testing.T) {
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
 	for _, tc := range []struct {
-		name    string
-		details map[string]any
-		want    bool
+		name string
+		ctx  context.Context
+		tree string
+		want bool
 	}{
-		{"no devices in sysfs", map[string]any{"sysfs_devices": 0}, true},
-		{"devices in sysfs", map[string]any{"sysfs_devices": 2}, false},
-		{"unknown", nil, false},
+		{"no devices in sysfs", context.Background(), "docker-root", true},
+		{"devices in sysfs", context.Background(), "ib-node", false},
+		{"unknown", cancelled, "docker-root", false},
 	} {
-		r := preflight.Report{Checks: []preflight.Result{{ID: preflight.IDRDMA, Status: preflight.Skip, Details: tc.details}}}
+		r := preflight.Run(tc.ctx, preflight.Options{Root: "../../preflight/testdata/" + tc.tree, Env: []string{}})
 		assert.Equal(t, tc.want, facts(r, 0).NoRDMA, tc.name)
 	}
 }
