@@ -78,7 +78,7 @@ func probeOff(s settings, userEnv []string, conf map[string]string, rep prefligh
 	if g, ok := rep.Check(preflight.IDGPU); !ok || g.Status == preflight.Skip {
 		return "no GPU"
 	}
-	if rd, ok := rep.Check(preflight.IDRDMA); !ok || len(usablePorts(rd.Details)) == 0 {
+	if len(usablePorts(rep.Facts.RDMA)) == 0 {
 		return "no usable RDMA port"
 	}
 	return ""
