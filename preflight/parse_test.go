@@ -331,7 +331,7 @@ func TestEnvironmentDetection(t *testing.T) {
 		name  string
 		tree  string
 		env   []string
-		kind  string
+		kind  Platform
 		clues []string
 	}{
 		{"kubernetes by env", "ib-node", []string{"KUBERNETES_SERVICE_HOST=10.96.0.1"}, "kubernetes", []string{"KUBERNETES_SERVICE_HOST is set"}},

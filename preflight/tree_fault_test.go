@@ -123,7 +123,7 @@ func requireWellFormed(t *testing.T, rep Report, what string) {
 	require.Equal(t, want, got, what)
 	_, err := json.Marshal(rep)
 	require.NoError(t, err, "%s: report must serialise", what)
-	require.Contains(t, []string{"kubernetes", "docker", "slurm", "host"}, rep.Environment.Kind, what)
+	require.Contains(t, []Platform{Kubernetes, Docker, Slurm, Host}, rep.Environment.Kind, what)
 }
 
 // copyTree copies a snapshot (regular files, directories, symlinks).

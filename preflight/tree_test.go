@@ -68,7 +68,7 @@ func TestTrees(t *testing.T) {
 	cases := []struct {
 		tree     string
 		env      []string
-		kind     string
+		kind     Platform
 		statuses map[string]Status
 		rule     string
 		via      string

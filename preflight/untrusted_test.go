@@ -20,7 +20,7 @@ func TestTreeEnvironment(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		files map[string]string
-		want  string
+		want  Platform
 	}{
 		{"proc/self/environ only", map[string]string{
 			"proc/self/environ": "PATH=/bin\x00SLURM_JOB_ID=4242\x00SLURM_PROCID=0\x00",
@@ -77,7 +77,7 @@ func TestTreeUntrusted(t *testing.T) {
 	assert.Len(t, r.Warnings, 4, "%q", r.Warnings)
 	c, _ := r.Check(IDCapabilities)
 	assert.NotEqual(t, OK, c.Status, "no credentials were read")
-	assert.Equal(t, "host", r.Environment.Kind, "the caller's empty environment, not /dev/zero")
+	assert.Equal(t, Host, r.Environment.Kind, "the caller's empty environment, not /dev/zero")
 }
 
 // TestTreeLinksInside: links that stay inside the tree (as sysfs's class

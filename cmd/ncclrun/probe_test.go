@@ -20,10 +20,10 @@ func TestProbeOff(t *testing.T) {
 	require.NoError(t, err)
 	defer pipe.Close()
 	defer w.Close()
-	usable := preflight.Result{ID: preflight.IDRDMA, Status: preflight.OK, Details: map[string]any{"devices": []preflight.RDMADevice{
-		{Name: "mlx5_0", UverbsPresent: true, Ports: []preflight.RDMAPort{{Port: 1, State: "ACTIVE"}}}}}}
+	devs := []preflight.RDMADevice{{Name: "mlx5_0", UverbsPresent: true, Ports: []preflight.RDMAPort{{Port: 1, State: "ACTIVE"}}}}
+	usable := preflight.Result{ID: preflight.IDRDMA, Status: preflight.OK, Details: map[string]any{"devices": devs}}
 	gpu := preflight.Result{ID: preflight.IDGPU, Status: preflight.OK}
-	on := preflight.Report{Checks: []preflight.Result{usable, gpu}}
+	on := preflight.Report{Checks: []preflight.Result{usable, gpu}, Facts: preflight.Facts{RDMA: devs}}
 	base := settings{ncclDebug: "WARN"}
 	with := func(mod func(*settings)) settings { s := base; mod(&s); return s }
 	tests := []struct {
