@@ -39,7 +39,7 @@ type Report struct {
 	Errors []error
 }
 
-// Errors counts the findings of severity error.
+// count counts the findings of severity sev.
 func (r Report) count(sev string) int {
 	n := 0
 	for _, f := range r.Findings {

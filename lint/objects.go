@@ -14,35 +14,6 @@ type podRef struct {
 	meta   *yaml.Node // the pod template's metadata (annotations), may be nil
 }
 
-// Kinds lists the kinds whose pod templates lint reads, with where the
-// template is (docs/lint.md).
-var Kinds = []struct{ Kind, Template string }{
-	{"Pod", "spec"},
-	{"PodTemplate", "template.spec"},
-	{"Deployment", "spec.template.spec"},
-	{"StatefulSet", "spec.template.spec"},
-	{"DaemonSet", "spec.template.spec"},
-	{"ReplicaSet", "spec.template.spec"},
-	{"ReplicationController", "spec.template.spec"},
-	{"Job", "spec.template.spec"},
-	{"CronJob", "spec.jobTemplate.spec.template.spec"},
-	{"PyTorchJob", "spec.pytorchReplicaSpecs.<role>.template.spec (kubeflow.org/v1)"},
-	{"MPIJob", "spec.mpiReplicaSpecs.<role>.template.spec (kubeflow.org/v2beta1)"},
-	{"TFJob", "spec.tfReplicaSpecs.<role>.template.spec"},
-	{"XGBoostJob", "spec.xgbReplicaSpecs.<role>.template.spec"},
-	{"PaddleJob", "spec.paddleReplicaSpecs.<role>.template.spec"},
-	{"JAXJob", "spec.jaxReplicaSpecs.<role>.template.spec"},
-	{"JobSet", "spec.replicatedJobs[].template.spec.template.spec (jobset.x-k8s.io)"},
-	{"TrainingRuntime", "spec.template.spec.replicatedJobs[].template.spec.template.spec (trainer.kubeflow.org)"},
-	{"ClusterTrainingRuntime", "spec.template.spec.replicatedJobs[].template.spec.template.spec (trainer.kubeflow.org)"},
-	{"LeaderWorkerSet", "spec.leaderWorkerTemplate.{leaderTemplate,workerTemplate}.spec (leaderworkerset.x-k8s.io)"},
-	{"RayCluster", "spec.{headGroupSpec,workerGroupSpecs[]}.template.spec (ray.io)"},
-	{"RayJob", "spec.rayClusterSpec.{headGroupSpec,workerGroupSpecs[]}.template.spec (ray.io)"},
-	{"RayService", "spec.rayClusterConfig.{headGroupSpec,workerGroupSpecs[]}.template.spec (ray.io)"},
-	{"Job (batch.volcano.sh)", "spec.tasks[].template.spec"},
-	{"List", "items[] (kubectl get -o yaml)"},
-}
-
 // template returns the podRef of a PodTemplateSpec node.
 func template(object string, t *yaml.Node) []podRef {
 	spec := get(t, "spec")

@@ -152,11 +152,10 @@ func composeContainers(file string, doc *yaml.Node) []container {
 		c := container{platform: advice.Docker, file: file, object: "service/" + name, name: name, line: line(kv[0], 1), env: map[string]string{}}
 		if u := get(svc, "user"); u != nil {
 			c.userLine = line(u, c.line)
-			user, group, _ := strings.Cut(str(u), ":")
+			user, _, _ := strings.Cut(str(u), ":")
 			if id, g, ok := parseIDs(str(u)); ok {
 				uid, gid := int64(id), int64(g)
 				c.uid, c.gid = &uid, &gid
-				_ = group
 			} else if user == "root" {
 				zero := int64(0)
 				c.uid = &zero

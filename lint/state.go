@@ -15,6 +15,13 @@ import (
 var defaultCaps = []string{"CHOWN", "DAC_OVERRIDE", "FSETID", "FOWNER", "MKNOD", "NET_RAW", "SETGID", "SETUID",
 	"SETFCAP", "SETPCAP", "NET_BIND_SERVICE", "SYS_CHROOT", "KILL", "AUDIT_WRITE"}
 
+// allCaps are every capability name (include/uapi/linux/capability.h).
+var allCaps = []string{"CHOWN", "DAC_OVERRIDE", "DAC_READ_SEARCH", "FOWNER", "FSETID", "KILL", "SETGID", "SETUID", "SETPCAP",
+	"LINUX_IMMUTABLE", "NET_BIND_SERVICE", "NET_BROADCAST", "NET_ADMIN", "NET_RAW", "IPC_LOCK", "IPC_OWNER", "SYS_MODULE",
+	"SYS_RAWIO", "SYS_CHROOT", "SYS_PTRACE", "SYS_PACCT", "SYS_ADMIN", "SYS_BOOT", "SYS_NICE", "SYS_RESOURCE", "SYS_TIME",
+	"SYS_TTY_CONFIG", "MKNOD", "LEASE", "AUDIT_WRITE", "AUDIT_CONTROL", "SETFCAP", "MAC_OVERRIDE", "MAC_ADMIN", "SYSLOG",
+	"WAKE_ALARM", "BLOCK_SUSPEND", "AUDIT_READ", "PERFMON", "BPF", "CHECKPOINT_RESTORE"}
+
 // baselineCaps are the capabilities Pod Security's baseline level allows
 // adding; restricted allows NET_BIND_SERVICE only.
 var baselineCaps = map[string]bool{"AUDIT_WRITE": true, "CHOWN": true, "DAC_OVERRIDE": true, "FOWNER": true, "FSETID": true,
@@ -72,10 +79,7 @@ type container struct {
 func (c container) bounding() map[string]bool {
 	set := map[string]bool{}
 	all := func() {
-		for i := 0; i <= 40; i++ {
-			set["#"+strconv.Itoa(i)] = true // every capability; the names below matter
-		}
-		for _, n := range append(append([]string{}, defaultCaps...), "IPC_LOCK", "SYS_ADMIN", "SYS_MODULE", "SYS_RESOURCE", "NET_ADMIN", "SYS_PTRACE") {
+		for _, n := range allCaps {
 			set[n] = true
 		}
 	}
