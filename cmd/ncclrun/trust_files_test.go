@@ -152,3 +152,20 @@ func shortHost(t *testing.T) string {
 	h, _, _ = strings.Cut(h, ".")
 	return h
 }
+
+// Promise: a termination log that is a bind-mounted file (Kubernetes'
+// /dev/termination-log), which no rename can replace (EBUSY), is written
+// in place.
+func TestTrustTerminationLogOnABindMount(t *testing.T) {
+	testutil.RequireRoot(t)
+	unshare := testutil.RequireTool(t, "unshare")
+	d := t.TempDir()
+	src, target := filepath.Join(d, "kubelet-file"), filepath.Join(d, "termination-log")
+	require.NoError(t, os.WriteFile(src, nil, 0o666))
+	require.NoError(t, os.WriteFile(target, nil, 0o644))
+	r := invocation{pre: []string{unshare, "--mount", "--propagation", "private", "sh", "-c", `mount --bind "$0" "$1" && shift && exec "$@"`, src, target, bin},
+		args: []string{"--termination-log", target, "--", "sh", "-c", "exit 3"}}.run(t)
+	require.Equal(t, 3, r.code, "stderr %q", r.stderr)
+	assert.NotContains(t, r.stderr, "warning")
+	assert.Contains(t, mustRead(t, src), "status 3", "the message went through the mount")
+}
