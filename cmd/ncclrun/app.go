@@ -62,7 +62,7 @@ func globalFlags() []cli.Flag {
 		&cli.StringSliceFlag{Name: flagDropCap, Usage: "drop capability `CAP` from CMD (repeatable, comma list)", EnvVars: []string{envName(flagDropCap)}},
 		&cli.BoolFlag{Name: flagQuiet, Usage: "silence preflight warnings and the exit summary (never a diagnosis)", EnvVars: []string{envName(flagQuiet)}},
 		&cli.StringFlag{Name: flagUser, Usage: "run CMD as `USER[:GROUP]` with the user's own groups", EnvVars: []string{envName(flagUser)}},
-		&cli.DurationFlag{Name: flagKillAfter, Usage: "after forwarding a terminating signal, kill the process tree after `DURATION` (default: CMD's own shutdown, then 30s for what it leaves)", EnvVars: []string{envName(flagKillAfter)}},
+		&cli.DurationFlag{Name: flagKillAfter, Usage: "after forwarding a terminating signal, kill the process tree after `DURATION`", DefaultText: "none while CMD runs, 30s for what it leaves behind", EnvVars: []string{envName(flagKillAfter)}},
 		&cli.StringFlag{Name: flagMinMemlock, Usage: "locked memory `SIZE` CMD must be able to pin (default 1GiB)", EnvVars: []string{envName(flagMinMemlock)}},
 		&cli.StringFlag{Name: flagProbe, Usage: "pin `SIZE` bytes with mlock in a child with CMD's credentials", EnvVars: []string{envName(flagProbe)}},
 		&cli.BoolFlag{Name: flagNoIB, Usage: "set NCCL_IB_DISABLE=1 (when unset)", EnvVars: []string{envName(flagNoIB)}},
