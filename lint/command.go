@@ -18,9 +18,11 @@ type launch struct {
 	ncclrun bool
 	direct  bool
 	via     string
-	// flags given to ncclrun.
+	// flags given to ncclrun, and the command it starts (after its
+	// flags and `--`).
 	user, dropCaps, memlock string
 	userSet                 bool
+	cmd                     []string
 }
 
 var shells = map[string]bool{"sh": true, "bash": true, "dash": true, "ash": true, "zsh": true, "ksh": true, "busybox": true}
@@ -71,14 +73,20 @@ func parseLaunch(argv []string, known bool) launch {
 	return l
 }
 
-// flags reads ncclrun's own flags, up to `--` or the command.
+// flags reads ncclrun's own flags, up to `--` or the command, which it
+// keeps in l.cmd.
 func (l *launch) flags(args []string) {
 	for i := 0; i < len(args); i++ {
 		a := args[i]
-		if a == "--" || !strings.HasPrefix(a, "-") {
+		if a == "--" {
+			l.cmd = args[i+1:]
+			return
+		}
+		if !strings.HasPrefix(a, "-") {
 			if a == "run" {
 				continue
 			}
+			l.cmd = args[i:]
 			return
 		}
 		name, val, hasVal := strings.Cut(strings.TrimLeft(a, "-"), "=")
@@ -117,31 +125,11 @@ func (l *launch) applyEnv(env map[string]string) {
 	}
 }
 
-// afterNcclrun is the command ncclrun starts (after `--`), or the whole
-// argv when ncclrun is not in it.
+// command is the command ncclrun starts, or the whole argv when ncclrun
+// is not in it.
 func (l launch) command() []string {
-	for i, a := range l.argv {
-		if a == "--" && l.ncclrun {
-			return l.argv[i+1:]
-		}
-	}
-	if l.ncclrun && l.direct {
-		// ncclrun FLAGS CMD...: skip the flags.
-		args := l.argv[1:]
-		for i := 0; i < len(args); i++ {
-			a := args[i]
-			if a == "run" {
-				continue
-			}
-			if !strings.HasPrefix(a, "-") {
-				return args[i:]
-			}
-			name, _, hasVal := strings.Cut(strings.TrimLeft(a, "-"), "=")
-			if !hasVal && ncclrunValueFlags[name] {
-				i++
-			}
-		}
-		return nil
+	if l.ncclrun {
+		return l.cmd
 	}
 	return l.argv
 }

@@ -144,6 +144,14 @@ func (c container) findings() ([]Finding, Container) {
 				fix += "\n" + advice.Manifest(advice.PodMemlock, p, sp)
 			}
 			add(IDIPCLockInert, addLine, msg, fix, true)
+			if c.entrypointDecides() {
+				// No command: the image's ENTRYPOINT runs first, and an
+				// exec-form ncclrun there (Dockerfile.base) would hand the
+				// capability over. The manifest cannot tell: a warning.
+				f := &out[len(out)-1]
+				f.Severity = Warning
+				f.Message = strings.TrimSuffix(f.Message, ".") + ", unless the image's ENTRYPOINT is ncclrun in exec form (Dockerfile.base; `docker inspect --format '{{.Config.Entrypoint}}' IMAGE` shows it)."
+			}
 		case pinrule.RuleNNPFileCap:
 			if k {
 				add(IDNNPShell, c.commandLine, fmt.Sprintf("ncclrun is started through %s while allowPrivilegeEscalation: false sets no_new_privs, so the kernel ignores its cap_ipc_lock+p file capability and NCCL cannot pin past the memlock limit.", c.launch.via),
@@ -224,6 +232,17 @@ func (c container) findings() ([]Finding, Container) {
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Line < out[j].Line })
 	return out, Container{File: c.file, Object: c.object, Name: c.name, Line: c.line, Platform: p, GPU: c.gpu, Cred: s.cred, Verdict: v, Assumed: s.assumed}
+}
+
+// entrypointDecides: the manifest leaves the entrypoint to the image, and
+// an exec-form ncclrun there would make the verdict ok.
+func (c container) entrypointDecides() bool {
+	if c.launch.known || c.launch.ncclrun {
+		return false
+	}
+	alt := c
+	alt.launch = parseLaunch(append([]string{"/usr/local/bin/ncclrun", "--"}, c.launch.argv...), true)
+	return alt.describe().verdict.Status == pinrule.OK
 }
 
 func line2(a, b int) int {

@@ -179,6 +179,14 @@ func TestFindingFields(t *testing.T) {
 	assert.Contains(t, f.Fix, "ulimits.noderesource.dev/container.trainer: |")
 	assert.Contains(t, f.Fix, "soft: 18446744073709551615")
 	assert.Contains(t, strings.Join(f.Assumed, "\n"), "finite memlock limit (8 MiB")
+	// No command: the image's ENTRYPOINT runs first; an exec-form ncclrun
+	// there would hand the capability over, so the trap is a warning.
+	ep := lintPath(t, "testdata/rules/trap-args-only.yaml").Findings[0]
+	assert.Equal(t, Warning, ep.Severity)
+	assert.Contains(t, ep.Message, "unless the image's ENTRYPOINT is ncclrun in exec form")
+	// A shell's script: the fix starts what the script ran after ncclrun.
+	sh := lintPath(t, "testdata/rules/filecap-tini-nnp.yaml").Findings[0]
+	assert.Contains(t, sh.Fix, `command: ["/usr/local/bin/ncclrun", "--", "torchrun", "train.py"]`)
 	nr := lintPath(t, "testdata/rules/trap-runasnonroot-only.yaml").Findings[0]
 	assert.Contains(t, nr.Message, "the image's non-root user")
 	assert.Contains(t, nr.Fix, "--user=UID:GID")
@@ -227,7 +235,7 @@ func TestText(t *testing.T) {
 	b.Reset()
 	require.NoError(t, WriteText(&b, lintPath(t, "testdata/compose")))
 	assert.Contains(t, b.String(), "testdata/compose/compose-trap.yaml\n  service/trainer\n    2:    warning  shm-default")
-	assert.True(t, strings.HasSuffix(b.String(), "\n8 containers checked: 4 error(s), 1 warning(s), 0 info\n"), b.String())
+	assert.True(t, strings.HasSuffix(b.String(), "\n8 containers checked: 3 error(s), 2 warning(s), 0 info\n"), b.String())
 }
 
 // TestGolden: the JSON and SARIF of testdata/rules and testdata/compose
