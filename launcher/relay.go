@@ -36,11 +36,17 @@ const tapReserve = 8
 // the previous one.
 const tapBufSize = relayBufSize + MaxLine + 1
 
-// tapDrainBytes bounds the final drain: once the child's output has ended,
-// OnLine gets at most this many more bytes of kept lines (noise is shed at
-// once); the rest is counted as lost. At the matcher's speed on WARN lines
-// that is a few milliseconds, however far behind a burst left the tap.
-const tapDrainBytes = 256 << 10
+// The final drain is bounded: once the child's output has ended, noise
+// is shed at once and OnLine gets the kept lines still queued for at most
+// tapDrainTime or tapDrainBytes, whichever comes first, but always the
+// first tapDrainLines of them (a failing job's last lines, whatever the
+// machine's load); the rest is counted as lost. However far behind a burst
+// left the tap, ncclrun exits a few milliseconds after its child.
+const (
+	tapDrainTime  = 5 * time.Millisecond
+	tapDrainBytes = 256 << 10
+	tapDrainLines = 64
+)
 
 // tapPressure is how long noise stays shed after the tap last fell behind.
 const tapPressure = 10 * time.Millisecond
@@ -120,6 +126,9 @@ type tap struct {
 	pool sync.Pool
 	done chan struct{}
 
+	mu       sync.Mutex
+	leftover []tapChunk // kept lines of streams that ended while the queue was full
+
 	closing atomic.Bool
 	full    atomic.Bool // a relay found the queue full since the tap last looked
 	dropped atomic.Int64
@@ -139,7 +148,8 @@ func (t *tap) consume() {
 	var shed, lost, dropped int64 // this goroutine's counts, added to t's at the end
 	defer func() { t.nShed.Add(shed); t.lost.Add(lost); t.dropped.Add(dropped) }()
 	shedding := false
-	budget := int64(tapDrainBytes)
+	var drainStart time.Time
+	var drainLines, drainBytes int64
 	emit := func(s Stream, line []byte) {
 		if shedding && t.shed != nil && t.shed(line) {
 			shed++
@@ -147,12 +157,16 @@ func (t *tap) consume() {
 			return
 		}
 		if t.closing.Load() {
-			if budget <= 0 {
+			if drainStart.IsZero() {
+				drainStart = time.Now()
+			}
+			if drainLines >= tapDrainLines && (drainBytes >= tapDrainBytes || time.Since(drainStart) >= tapDrainTime) {
 				lost++
 				dropped += int64(len(line)) + 1
 				return
 			}
-			budget -= int64(len(line)) + 1
+			drainLines++
+			drainBytes += int64(len(line)) + 1
 		}
 		t.fn(s, line)
 	}
@@ -184,10 +198,14 @@ func (t *tap) stream(s Stream) *tapStream {
 }
 
 // close ends the tap after all relays returned and waits until what is
-// queued was delivered: noise is shed at once, and at most tapDrainBytes
-// of kept lines go to OnLine (the rest is lost and counted).
+// queued was delivered: noise is shed at once, and kept lines go to OnLine
+// within the final drain's bounds (tapDrainTime; the rest is lost and
+// counted).
 func (t *tap) close() TapStats {
 	t.closing.Store(true)
+	for _, c := range t.leftover {
+		t.ch <- c // the tap sheds and drains at once now
+	}
 	close(t.ch)
 	<-t.done
 	return TapStats{Dropped: t.dropped.Load(), Shed: t.nShed.Load(), Lost: t.lost.Load()}
@@ -245,7 +263,7 @@ func (ts *tapStream) push(whole []byte) {
 	t := ts.t
 	defer func() { ts.carry = ts.carry[:0] }()
 	if ts.kept != nil {
-		ts.flushKept(false) // kept lines go first: lines reach OnLine in order
+		ts.flushKept() // kept lines go first: lines reach OnLine in order
 	}
 	if ts.kept == nil && len(t.ch) < tapQueueLen {
 		b := t.pool.Get().(*[]byte)
@@ -279,7 +297,7 @@ func (ts *tapStream) push(whole []byte) {
 		ts.triage(whole[:i])
 		whole = whole[i+1:]
 	}
-	ts.flushKept(false)
+	ts.flushKept()
 }
 
 // triage keeps line (without its newline) or sheds it.
@@ -294,7 +312,7 @@ func (ts *tapStream) triage(line []byte) {
 		line = line[:MaxLine]
 	}
 	if ts.kept != nil && len(*ts.kept)+len(line)+1 > cap(*ts.kept) {
-		ts.flushKept(false)
+		ts.flushKept()
 	}
 	if ts.kept == nil {
 		b := t.pool.Get().(*[]byte)
@@ -309,8 +327,8 @@ func (ts *tapStream) triage(line []byte) {
 	*ts.kept = append(append(*ts.kept, line...), '\n')
 }
 
-// flushKept queues the kept lines if there is room (wait: until there is).
-func (ts *tapStream) flushKept(wait bool) {
+// flushKept queues the kept lines if there is room.
+func (ts *tapStream) flushKept() {
 	b := ts.kept
 	if b == nil {
 		return
@@ -321,17 +339,11 @@ func (ts *tapStream) flushKept(wait bool) {
 		ts.t.pool.Put(b)
 		return
 	}
-	c := tapChunk{s: ts.s, buf: b, n: len(*b), kept: true}
-	if wait {
-		ts.t.ch <- c
-	} else {
-		select {
-		case ts.t.ch <- c:
-		default:
-			return
-		}
+	select {
+	case ts.t.ch <- tapChunk{s: ts.s, buf: b, n: len(*b), kept: true}:
+		ts.kept = nil
+	default:
 	}
-	ts.kept = nil
 }
 
 // finish queues what is left when the stream ends: kept lines, and a last
@@ -341,7 +353,13 @@ func (ts *tapStream) finish() {
 		ts.carry = append(ts.carry, '\n')
 		ts.push(nil)
 	}
-	ts.flushKept(true)
+	ts.flushKept()
+	if ts.kept != nil { // no room: close queues it, once the tap drains fast
+		ts.t.mu.Lock()
+		ts.t.leftover = append(ts.t.leftover, tapChunk{s: ts.s, buf: ts.kept, n: len(*ts.kept), kept: true})
+		ts.t.mu.Unlock()
+		ts.kept = nil
+	}
 	ts.t.nShed.Add(ts.shed)
 	ts.t.lost.Add(ts.lost)
 	ts.t.dropped.Add(ts.dropped)

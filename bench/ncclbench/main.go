@@ -6,6 +6,10 @@
 // ncclrun.
 //
 //	ncclbench gen -size 256MiB -o FILE        NCCL INFO lines, exactly SIZE bytes
+//	ncclbench mixed -size 256MiB -warn-every 100 [-procs N] -o FILE  INFO lines with WARN lines
+//	ncclbench pace -rate 200MiB FILE          FILE on stdout at RATE bytes/s
+//	ncclbench splice                          stdin to stdout by splice(2) (pipes)
+//	ncclbench exitlat -n 5 -- CMD... ncclbench catstamp FILE  child's end to CMD's exit
 //	ncclbench longline -size 256MiB           SIZE bytes on stdout, no newline
 //	ncclbench ranks -n 64 -size 256MiB        n rank processes, one write(2) per line
 //	ncclbench time -n 5 [-warmup 1] -- CMD... median wall time of CMD (stdio: /dev/null)
@@ -29,13 +33,23 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: ncclbench gen|longline|ranks|rank|time|latency|echo-partial [flags]")
+		fmt.Fprintln(os.Stderr, "usage: ncclbench gen|mixed|pace|splice|catstamp|exitlat|longline|ranks|rank|time|latency|echo-partial [flags]")
 		os.Exit(2)
 	}
 	var err error
 	switch cmd, args := os.Args[1], os.Args[2:]; cmd {
 	case "gen":
 		err = cmdGen(args)
+	case "mixed":
+		err = cmdMixed(args)
+	case "pace":
+		err = cmdPace(args)
+	case "splice":
+		err = cmdSplice(args)
+	case "catstamp":
+		err = cmdCatStamp(args)
+	case "exitlat":
+		err = cmdExitLat(args)
 	case "longline":
 		err = cmdLongLine(args)
 	case "ranks":
