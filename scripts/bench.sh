@@ -1,26 +1,32 @@
 #!/usr/bin/env bash
-# `make bench`: ncclrun side by side with what users would run instead, in
-# one run, on this machine. Prints a markdown table (docs/performance.md
-# shows one and how to read it). Nothing is asserted: these are figures.
+# `make bench`: every figure of ncclrun's performance table as a ratio
+# against its reference, all measured in this one run, on this machine
+# (docs/performance.md says how to read it). Nothing is asserted: these are
+# figures; the last table says which target each one meets or misses.
 #
 # Knobs (environment):
-#   NCCLRUN=bin/ncclrun  the binary under test (make bench builds it)
-#   RUNS=5               runs per relay/memory variant (medians are reported)
-#   SIZE=256MiB          the NCCL INFO file relayed, and the no-newline line
-#   RANKS=64 RANKS_SIZE=64MiB   the interleaved-ranks memory case
-#   START_RUNS=200       runs per start-up variant
-#   LAT_N=500            partial-line round trips per variant
-#   GOBENCH=1            also run the matcher's go test -bench (flatness)
-#   BENCH_TMP=/tmp       where the temporary directory goes (not the repo)
+#   NCCLRUN=bin/ncclrun     the binary under test (make bench builds it)
+#   RUNS=5                  rounds of the whole-process comparisons (medians)
+#   SIZE=256MiB             the relayed INFO log, the mixed log, the long line
+#   WARN_SIZE=64MiB         the WARN-only burst
+#   PROCS=1100000           distinct processes of the many-processes log
+#   START_RUNS=200          runs per start-up variant (in START_ROUNDS rounds)
+#   START_ROUNDS=5
+#   RATE=200MiB             the paced burst's rate (tap coverage)
+#   LAT_N=500               partial-line round trips per variant
+#   GOBENCH=1               also the go test -bench figures
+#   BENCH_TMP=/tmp          where the temporary directory goes (not the repo)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 NCCLRUN=${NCCLRUN:-bin/ncclrun}
 RUNS=${RUNS:-5}
 SIZE=${SIZE:-256MiB}
-RANKS=${RANKS:-64}
-RANKS_SIZE=${RANKS_SIZE:-64MiB}
+WARN_SIZE=${WARN_SIZE:-64MiB}
+PROCS=${PROCS:-1100000}
 START_RUNS=${START_RUNS:-200}
+START_ROUNDS=${START_ROUNDS:-5}
+RATE=${RATE:-200MiB}
 LAT_N=${LAT_N:-500}
 GOBENCH=${GOBENCH:-1}
 
@@ -28,125 +34,215 @@ die() { echo "bench: $*" >&2; exit 1; }
 [ -x "$NCCLRUN" ] || die "$NCCLRUN not built (run make bench, or make build)"
 NCCLRUN=$(cd "$(dirname "$NCCLRUN")" && pwd)/$(basename "$NCCLRUN")
 
-if [ ! -x /usr/bin/time ]; then
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-    echo "bench: installing GNU time (/usr/bin/time)" >&2
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq time >/dev/null || die "apt-get install time failed"
-  else
-    die "/usr/bin/time (GNU time, apt package 'time') is needed for peak RSS"
-  fi
-fi
-have() { command -v "$1" >/dev/null 2>&1; }
-TINI=$(command -v tini || true)
-DUMBINIT=$(command -v dumb-init || true)
-[ -n "$TINI" ] || echo "bench: tini not installed (apt package tini): its rows are skipped" >&2
-[ -n "$DUMBINIT" ] || echo "bench: dumb-init not installed (apt package dumb-init): its rows are skipped" >&2
+# Every reference is required: a table with a missing reference would not
+# say what it claims. Debian/Ubuntu packages in parentheses.
+need() { command -v "$1" >/dev/null 2>&1 || die "$1 not found (apt package $2): every figure is a ratio against it"; }
+[ -x /usr/bin/time ] || die "/usr/bin/time not found (apt package time): GNU time measures CPU and peak RSS"
+need tini tini
+need dumb-init dumb-init
+need grep grep
+need gzip gzip
+need zcat gzip
+need go golang
+need bc bc
+TINI=$(command -v tini)
+DUMBINIT=$(command -v dumb-init)
 
 tmp=$(mktemp -d "${BENCH_TMP:-${TMPDIR:-/tmp}}/ncclrun-bench.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 B=$tmp/ncclbench
 go build -o "$B" ./bench/ncclbench
-F=$tmp/nccl.log
-"$B" gen -size "$SIZE" -o "$F"
-bytes=$(stat -c %s "$F")
+HELLO=$tmp/hello
+CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o "$HELLO" ./bench/hello
+INFO=$tmp/info.log
+"$B" gen -size "$SIZE" -o "$INFO"
+WARN=$tmp/warn.log
+"$B" mixed -size "$WARN_SIZE" -warn-every 1 -o "$WARN" >"$tmp/warn.count"
+MIXED=$tmp/mixed.log
+"$B" mixed -size "$SIZE" -warn-every 100 -o "$MIXED" >"$tmp/mixed.count"
+gzip -1 -c "$MIXED" >"$MIXED.gz"
+MANY=$tmp/procs.log
+"$B" mixed -size "$((PROCS * 128))" -warn-every 1 -procs "$PROCS" -o "$MANY" >/dev/null
+export INFO WARN MIXED NCCLRUN B
 
 load() { cut -d' ' -f1-3 /proc/loadavg; }
-# median of numbers on stdin
-median() { sort -g | awk '{a[NR]=$1} END {if (NR==0) {print "nan"; exit}; if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
+med() { sort -g | awk '{a[NR]=$1} END {if (NR==0) {print "nan"; exit}; if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
 field() { sed -n "s/.*$1=\([0-9.]*\).*/\1/p"; }
-# time_ms N CMD...: median wall ms of N runs
-time_ms() { local n=$1; shift; "$B" time -n "$n" -warmup 1 -- "$@" | field median_ms; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2fx", a/b}'; }
-mbps() { awk -v ms="$1" -v b="$bytes" 'BEGIN {printf "%.0f", b/1048576/(ms/1000)}'; }
-# peak_kib N CMD...: median over N runs of GNU time's maximum RSS (KiB)
-# of the whole process tree (the largest process in it).
-peak_kib() {
-  local n=$1; shift
-  for _ in $(seq "$n"); do
-    /usr/bin/time -v -o "$tmp/time.txt" "$@" >/dev/null 2>"$tmp/stderr.txt" || { cat "$tmp/stderr.txt" >&2; die "$* failed"; }
-    sed -n 's/.*Maximum resident set size (kbytes): //p' "$tmp/time.txt"
-  done | median
-}
+x() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2fx", a/b}'; }
+plus() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%+.2f ms", a-b}'; }
+mibs() { awk -v s="$1" -v b="$2" 'BEGIN {printf "%.0f", b/1048576/s}'; }
+size() { stat -c %s "$1"; }
+countf() { sed -n "s/.*$1=\([0-9]*\).*/\1/p" "$2"; }
+verdict() { awk -v v="$1" -v t="$2" 'BEGIN {print (v <= t) ? "met" : "**missed**"}'; }
 mib() { awk -v k="$1" 'BEGIN {printf "%.1f MiB", k/1024}'; }
 
 echo "# ncclrun bench ($(date -u +%Y-%m-%dT%H:%MZ), $(nproc) CPUs, load before: $(load))"
 echo
-echo "ncclrun: $("$NCCLRUN" version 2>/dev/null | head -1); file: $(numfmt --to=iec-i --suffix=B "$bytes") of NCCL INFO lines; medians of $RUNS runs"
+echo "ncclrun $("$NCCLRUN" version 2>/dev/null | head -1 | cut -d' ' -f2-); logs: $(numfmt --to=iec-i --suffix=B "$(size "$INFO")") of NCCL INFO lines, the same with a WARN line every 100 lines, $(numfmt --to=iec-i --suffix=B "$(size "$WARN")") of WARN lines; every figure against its reference measured in this run, the variants round-robin (medians of $RUNS rounds)."
 echo
 
-# --- relay -----------------------------------------------------------
-echo "## Relay: the same bytes through each, into a pipe"
-echo
-echo "| variant | median | vs cat relay | MiB/s |"
-echo "|---|---|---|---|"
-# Variants run round-robin (one run of each per round, after a warm-up
-# round), so that a burst of load from elsewhere hits them all alike.
-export F NCCLRUN TINI DUMBINIT
-labels=() cmds=()
-add() { labels+=("$1"); cmds+=("$2"); }
-add "\`cat F \| cat \| cat\` (plain cat relay)" 'cat "$F" | cat | cat >/dev/null'
-add "\`cat F \| cat\` (no relay at all)" 'cat "$F" | cat >/dev/null'
-[ -n "$TINI" ] && add "\`tini -s -- cat F \| cat\` (tini does not relay)" '"$TINI" -s -- cat "$F" | cat >/dev/null'
-[ -n "$DUMBINIT" ] && add "\`dumb-init cat F \| cat\` (does not relay)" '"$DUMBINIT" cat "$F" | cat >/dev/null'
-add "\`ncclrun run --no-watch -- cat F \| cat\` (exec, no relay)" '"$NCCLRUN" run --no-watch -- cat "$F" | cat >/dev/null'
-add "**\`ncclrun run -- cat F \| cat\`** (relay + diagnosis tap)" '"$NCCLRUN" run -- cat "$F" 2>/dev/null | cat >/dev/null'
-for round in $(seq 0 "$RUNS"); do
-  for i in "${!cmds[@]}"; do
-    t=$("$B" time -n 1 -warmup 0 -- sh -c "${cmds[$i]}" | field median_ms)
-    [ "$round" = 0 ] || echo "$t" >>"$tmp/relay.$i"
+# --- start-up ------------------------------------------------------------
+# START_ROUNDS rounds, each variant START_RUNS/START_ROUNDS runs per round.
+per=$((START_RUNS / START_ROUNDS))
+slabels=() scmds=()
+sadd() { slabels+=("$1"); scmds+=("$2"); }
+sadd "\`true\` alone" "true"
+sadd "\`tini -s -- true\`" "$TINI -s -- true"
+sadd "\`dumb-init true\`" "$DUMBINIT true"
+sadd "static Go hello" "$HELLO"
+sadd "\`ncclrun version\` (Go runtime + init)" "$NCCLRUN version"
+sadd "\`ncclrun run --no-watch -- true\` (preflight + exec)" "$NCCLRUN run --no-watch -- true"
+sadd "**\`ncclrun run -- true\`**" "$NCCLRUN run -- true"
+for _ in $(seq "$START_ROUNDS"); do
+  for i in "${!scmds[@]}"; do
+    # shellcheck disable=SC2086 # the command is words
+    "$B" time -n "$per" -warmup 2 -- ${scmds[$i]} | field median_ms >>"$tmp/start.$i"
   done
 done
-base=$(median <"$tmp/relay.0")
-for i in "${!cmds[@]}"; do
-  t=$(median <"$tmp/relay.$i")
-  echo "| ${labels[$i]} | ${t} ms | $(ratio "$t" "$base") | $(mbps "$t") |"
-done
-"$NCCLRUN" run --report "$tmp/report.json" -- cat "$F" 2>/dev/null | cat >/dev/null
-dropped=$(sed -n 's/.*"tap_dropped_bytes": *\([0-9]*\).*/\1/p' "$tmp/report.json")
-dropped=${dropped:-0}
+for i in "${!scmds[@]}"; do smed[i]=$(med <"$tmp/start.$i"); done
+tini_ms=${smed[1]}
+run_ms=${smed[6]}
+echo "## Start-up: \`X -- true\`, median of $START_ROUNDS rounds of $per runs"
 echo
-echo "Diagnosis saw $(awk -v d="$dropped" -v b="$bytes" 'BEGIN {printf "%.1f%%", 100*(b-d)/b}') of the relayed bytes in a last run (tap_dropped_bytes: $dropped; the relay never waits for it)."
-echo
-
-# --- start-up ----------------------------------------------------------
-echo "## Start-up: \`X -- true\`, median of $START_RUNS runs"
-echo
-echo "| variant | median | vs tini |"
-echo "|---|---|---|"
-direct=$(time_ms "$START_RUNS" true)
-tini_ms=""
-[ -n "$TINI" ] && tini_ms=$(time_ms "$START_RUNS" "$TINI" -s -- true)
-ref=${tini_ms:-$direct}
-srow() { local label=$1; shift; local t; t=$(time_ms "$START_RUNS" "$@"); echo "| $label | ${t} ms | $(awk -v a="$t" -v b="$ref" 'BEGIN {printf "%+.2f ms", a-b}') |"; }
-echo "| \`true\` alone | ${direct} ms | $(awk -v a="$direct" -v b="$ref" 'BEGIN {printf "%+.2f ms", a-b}') |"
-[ -n "$TINI" ] && echo "| \`tini -s -- true\` | ${tini_ms} ms | +0.00 ms |"
-[ -n "$DUMBINIT" ] && srow "\`dumb-init true\`" "$DUMBINIT" true
-srow "\`ncclrun version\` (Go runtime + init only)" "$NCCLRUN" version
-srow "\`ncclrun run --no-watch -- true\` (preflight + exec)" "$NCCLRUN" run --no-watch -- true
-srow "**\`ncclrun run -- true\`**" "$NCCLRUN" run -- true
-echo
-
-# --- memory ------------------------------------------------------------
-echo "## Peak RSS (GNU time -v: largest process of the tree), median of $RUNS runs"
-echo
-echo "| case | under ncclrun run | the child alone | under tini |"
+echo "| variant | median | vs tini | ratio to tini |"
 echo "|---|---|---|---|"
-mrow() { # label cmd... (the child)
+for i in "${!scmds[@]}"; do
+  echo "| ${slabels[$i]} | ${smed[$i]} ms | $(plus "${smed[$i]}" "$tini_ms") | $(x "${smed[$i]}" "$tini_ms") |"
+done
+echo
+echo "\`ncclrun run -- true\` is $(x "$run_ms" "${smed[2]}") dumb-init and $(x "$run_ms" "${smed[3]}") a static Go hello."
+echo
+
+# --- relay -------------------------------------------------------------------
+# Each relay writes into a pipe that ncclbench drains. Wall time of the whole
+# command; CPU (user+sys, from wait4) of the writer and the relay together
+# (ncclrun's child cat is the writer), so that every variant counts the same
+# processes: `sh -c 'cat F | cat'` for the cat relay, ncclrun with its child.
+rlabels=() rcmds=()
+radd() { rlabels+=("$1"); rcmds+=("$2"); }
+for f in INFO WARN; do
+  radd "$f: \`cat F \| cat\` (the cat relay)" "sh -c 'cat \"\$$f\" | cat'"
+  radd "$f: \`cat F \| ncclbench splice\` (splice relay)" "sh -c 'cat \"\$$f\" | \"\$B\" splice'"
+  radd "$f: **\`ncclrun run -- cat F\`**" "\"\$NCCLRUN\" run -- cat \"\$$f\""
+done
+for round in $(seq 0 "$RUNS"); do
+  for i in "${!rcmds[@]}"; do
+    out=$("$B" time -n 1 -warmup 0 -pipe -- sh -c "exec ${rcmds[$i]}")
+    if [ "$round" != 0 ]; then
+      echo "$out" | field median_ms >>"$tmp/rwall.$i"
+      echo "$out" | field cpu_ms >>"$tmp/rcpu.$i"
+    fi
+  done
+done
+for i in "${!rcmds[@]}"; do rw[i]=$(med <"$tmp/rwall.$i"); rc[i]=$(med <"$tmp/rcpu.$i"); done
+echo "## Relay: the same bytes through each, into a pipe"
+echo
+echo "| log / variant | wall | vs cat relay | CPU (writer + relay) | vs cat relay | MiB/s |"
+echo "|---|---|---|---|---|---|"
+for i in "${!rcmds[@]}"; do
+  ref=$(( i / 3 * 3 ))
+  f=$INFO; [ "$i" -ge 3 ] && f=$WARN
+  echo "| ${rlabels[$i]} | ${rw[$i]} ms | $(x "${rw[$i]}" "${rw[$ref]}") | ${rc[$i]} ms | $(x "${rc[$i]}" "${rc[$ref]}") | $(mibs "$(echo "${rw[$i]} / 1000" | bc -l)" "$(size "$f")") |"
+done
+echo
+
+# --- explain -------------------------------------------------------------------
+elabels=() ecmds=() efiles=()
+eadd() { elabels+=("$1"); ecmds+=("$2"); efiles+=("$3"); }
+eadd "mixed: \`grep -c 'NCCL WARN' F > out\`" "grep -c 'NCCL WARN' \"\$MIXED\" >\"\$O\" || true" "$MIXED"
+eadd "mixed: **\`ncclrun explain F > out\`**" "\"\$NCCLRUN\" explain \"\$MIXED\" >\"\$O\" || true" "$MIXED"
+eadd "WARN: \`grep -c 'NCCL WARN' F > out\`" "grep -c 'NCCL WARN' \"\$WARN\" >\"\$O\" || true" "$WARN"
+eadd "WARN: **\`ncclrun explain F > out\`**" "\"\$NCCLRUN\" explain \"\$WARN\" >\"\$O\" || true" "$WARN"
+eadd "gzip: \`zcat F.gz \| grep -c 'NCCL WARN' > out\`" "zcat \"\$MIXED.gz\" | grep -c 'NCCL WARN' >\"\$O\" || true" "$MIXED"
+eadd "gzip: **\`ncclrun explain F.gz > out\`**" "\"\$NCCLRUN\" explain \"\$MIXED.gz\" >\"\$O\" || true" "$MIXED"
+export O=$tmp/explain.out
+for round in $(seq 0 "$RUNS"); do
+  for i in "${!ecmds[@]}"; do
+    w=$("$B" time -n 1 -warmup 0 -- sh -c "${ecmds[$i]}" | field median_ms)
+    [ "$round" = 0 ] || echo "$w" >>"$tmp/ex.$i"
+  done
+done
+echo "## Explain: diagnosing a saved log (output to a file)"
+echo
+echo "| log / command | median | MiB/s (uncompressed) | vs grep |"
+echo "|---|---|---|---|"
+for i in "${!ecmds[@]}"; do
+  ex[i]=$(med <"$tmp/ex.$i")
+  ref=$(( i / 2 * 2 ))
+  echo "| ${elabels[$i]} | ${ex[$i]} ms | $(mibs "$(echo "${ex[$i]} / 1000" | bc -l)" "$(size "${efiles[$i]}")") | $(x "${ex[$i]}" "${ex[$ref]}") |"
+done
+warn_mibs=$(mibs "$(echo "${ex[3]} / 1000" | bc -l)" "$(size "$WARN")")
+echo
+
+# --- tap coverage ----------------------------------------------------------------
+# What diagnosis saw of a burst: shed and lost lines from --report, against
+# the INFO and WARN lines the log has.
+tap_row() { # label report warn-count-file
+  local rep=$2 warns lines shed lost
+  warns=$(countf warn_lines "$3"); lines=$(countf lines "$3")
+  shed=$(sed -n 's/.*"tap_shed_lines": *\([0-9]*\).*/\1/p' "$rep"); shed=${shed:-0}
+  lost=$(sed -n 's/.*"tap_lost_lines": *\([0-9]*\).*/\1/p' "$rep"); lost=${lost:-0}
+  echo "| $1 | $(awk -v s="$shed" -v n="$((lines - warns))" 'BEGIN {printf "%.1f%%", n ? 100*(n-s)/n : 100}') | $(awk -v l="$lost" -v w="$warns" 'BEGIN {printf "%.2f%%", w ? 100*(w-l)/w : 100}') | $shed | $lost |"
+  echo "$lost" >>"$tmp/lost.all"
+}
+echo "## Tap coverage: what diagnosis saw of a burst (\`--report\`)"
+echo
+echo "| burst | INFO lines seen | WARN lines seen | shed (INFO noise) | lost |"
+echo "|---|---|---|---|---|"
+"$NCCLRUN" run --report "$tmp/r1.json" -- cat "$MIXED" 2>/dev/null | cat >/dev/null
+tap_row "$(numfmt --to=iec-i --suffix=B "$(size "$MIXED")") INFO with a WARN every 100 lines, at pipe speed" "$tmp/r1.json" "$tmp/mixed.count"
+"$NCCLRUN" run --report "$tmp/r2.json" -- "$B" pace -rate "$RATE" "$MIXED" 2>/dev/null | cat >/dev/null
+tap_row "the same at $RATE/s" "$tmp/r2.json" "$tmp/mixed.count"
+"$NCCLRUN" run --report "$tmp/r3.json" -- cat "$WARN" 2>/dev/null | cat >/dev/null
+cp "$tmp/lost.all" "$tmp/lost.job" # the rates a training job produces
+tap_row "$(numfmt --to=iec-i --suffix=B "$(size "$WARN")") of WARN lines only, at pipe speed (no job prints this)" "$tmp/r3.json" "$tmp/warn.count"
+echo
+
+# --- exit after a burst ---------------------------------------------------------
+echo "## Exit: from the child's end to the supervisor's exit, after a $(numfmt --to=iec-i --suffix=B "$(size "$WARN")") WARN burst (median of $RUNS)"
+echo
+echo "| supervisor | median | vs tini |"
+echo "|---|---|---|"
+for round in $(seq "$RUNS"); do
+  "$B" exitlat -n 1 -- "$TINI" -s -- "$B" catstamp "$WARN" | field median_ms >>"$tmp/exit.tini"
+  "$B" exitlat -n 1 -- "$NCCLRUN" run -- "$B" catstamp "$WARN" 2>/dev/null | field median_ms >>"$tmp/exit.ncclrun"
+done
+exit_tini=$(med <"$tmp/exit.tini"); exit_n=$(med <"$tmp/exit.ncclrun")
+echo "| \`tini -s --\` | $exit_tini ms | 1.00x |"
+echo "| **\`ncclrun run --\`** | $exit_n ms | $(x "$exit_n" "$exit_tini") ($(plus "$exit_n" "$exit_tini")) |"
+echo
+
+# --- memory ---------------------------------------------------------------------
+peak_kib() { # N CMD...: median over N runs of GNU time's maximum RSS (KiB)
+  local n=$1; shift
+  for _ in $(seq "$n"); do
+    /usr/bin/time -v -o "$tmp/time.txt" "$@" >/dev/null 2>"$tmp/stderr.txt" || true
+    sed -n 's/.*Maximum resident set size (kbytes): //p' "$tmp/time.txt"
+  done | med
+}
+echo "## Peak RSS (GNU time -v: the largest process of the tree), median of $RUNS runs"
+echo
+echo "| case | \`ncclrun run --\` | the child alone | \`tini -s --\` | ncclrun vs tini |"
+echo "|---|---|---|---|---|"
+mrow() {
   local label=$1; shift
-  local a b c="n/a"
+  local a b c
   a=$(peak_kib "$RUNS" "$NCCLRUN" run -- "$@")
   b=$(peak_kib "$RUNS" "$@")
-  [ -n "$TINI" ] && c=$(mib "$(peak_kib "$RUNS" "$TINI" -s -- "$@")")
-  echo "| $label | **$(mib "$a")** | $(mib "$b") | $c |"
+  c=$(peak_kib "$RUNS" "$TINI" -s -- "$@")
+  echo "| $label | **$(mib "$a")** | $(mib "$b") | $(mib "$c") | $(x "$a" "$c") |"
+  echo "$a" >>"$tmp/rss.all"
 }
-mrow "\`true\`" true
+mrow "idle: \`true\`" true
 mrow "one $SIZE line, no newline" "$B" longline -size "$SIZE"
-mrow "$RANKS ranks interleaving $RANKS_SIZE of INFO lines" "$B" ranks -n "$RANKS" -size "$RANKS_SIZE"
-mrow "cat of the $SIZE INFO file" cat "$F"
+mrow "WARN lines of $PROCS processes" cat "$MANY"
+explain_many=$(peak_kib "$RUNS" "$NCCLRUN" explain "$MANY")
+echo
+echo "\`ncclrun explain\` of the $PROCS-process log: $(mib "$explain_many") peak."
 echo
 
-# --- partial-line latency ---------------------------------------------
-echo "## Partial line: one byte, no newline, from the child to the reader of the supervisor's stdout ($LAT_N round trips)"
+# --- partial-line latency -------------------------------------------------------
+echo "## Partial line: one byte, no newline, child to the reader of the supervisor's stdout ($LAT_N round trips)"
 echo
 echo "| variant | median | p99 | max |"
 echo "|---|---|---|---|"
@@ -155,25 +251,54 @@ lrow() {
   local out; out=$("$B" latency -n "$LAT_N" -- "$@" 2>/dev/null)
   echo "| $label | $(echo "$out" | field median_us) µs | $(echo "$out" | field p99_us) µs | $(echo "$out" | field max_us) µs |"
 }
-lrow "child alone (stdin→child→stdout)" "$B" echo-partial
-[ -n "$TINI" ] && lrow "\`tini -s --\`" "$TINI" -s -- "$B" echo-partial
-[ -n "$DUMBINIT" ] && lrow "\`dumb-init\`" "$DUMBINIT" "$B" echo-partial
+lrow "child alone" "$B" echo-partial
+lrow "\`tini -s --\`" "$TINI" -s -- "$B" echo-partial
 lrow "**\`ncclrun run --\`** (through the relay)" "$NCCLRUN" run -- "$B" echo-partial
 echo
 
-# --- matcher flatness (go test -bench) --------------------------------
+# --- go test -bench --------------------------------------------------------------
 if [ "$GOBENCH" = 1 ]; then
-  echo "## Matcher: healthy INFO lines per catalog size (go test -bench, median of $RUNS)"
+  echo "## go test -bench (median of $RUNS)"
   echo
-  echo "| benchmark | ns/line | MB/s |"
-  echo "|---|---|---|"
-  go test -run '^$' -bench 'MatcherFeedHealthy|PrefilterScan' -count "$RUNS" ./diagnosis/ >"$tmp/gobench.txt"
-  for name in $(awk '/^Benchmark/ {sub(/-[0-9]+$/, "", $1); print $1}' "$tmp/gobench.txt" | awk '!seen[$0]++'); do
-    ns=$(awk -v n="$name" '{x=$1; sub(/-[0-9]+$/, "", x)} x==n {print $3}' "$tmp/gobench.txt" | median)
-    mb=$(awk -v n="$name" '{x=$1; sub(/-[0-9]+$/, "", x)} x==n {print $5}' "$tmp/gobench.txt" | median)
-    echo "| ${name#Benchmark} | $ns | $mb |"
-  done
+  echo "| benchmark | ns/op | MB/s | extra |"
+  echo "|---|---|---|---|"
+  {
+    go test -run '^$' -bench 'MatcherFeedHealthy|GramFilter|Noise' -count "$RUNS" ./diagnosis/ || true
+    go test -run '^$' -bench 'Relay|TapBurst' -count "$RUNS" ./launcher/ || true
+  } >"$tmp/gobench.txt" 2>&1
+  awk '/^Benchmark/ {sub(/-[0-9]+$/, "", $1); print $1}' "$tmp/gobench.txt" | awk '!seen[$0]++' >"$tmp/gobench.names"
+  while read -r name; do
+    rows=$(awk -v n="$name" '{x=$1; sub(/-[0-9]+$/, "", x)} x==n' "$tmp/gobench.txt")
+    ns=$(echo "$rows" | awk '{print $3}' | med)
+    mb=$(echo "$rows" | awk '{for (i=4;i<NF;i++) if ($(i+1)=="MB/s") print $i}' | med)
+    extra=$(echo "$rows" | tail -1 | awk '{s=""; for (i=4;i<NF;i++) if ($(i+1) ~ /\/op$|missed$/) s=s $i " " $(i+1) " "; print s}')
+    echo "| ${name#Benchmark} | $ns | ${mb:-} | $extra |"
+  done <"$tmp/gobench.names"
   echo
 fi
 
+# --- against the targets -----------------------------------------------------------
+lost_max=$(sort -g "$tmp/lost.job" | tail -1)
+rss_max=$(sort -g "$tmp/rss.all" | tail -1)
+echo "## Against the targets (issue 16)"
+echo
+echo "| target | this run | verdict |"
+echo "|---|---|---|"
+d=$(awk -v a="$run_ms" -v b="$tini_ms" 'BEGIN {print a-b}')
+echo "| start-up \`run -- true\` <= tini + 2.5 ms | tini $(plus "$run_ms" "$tini_ms" | tr -d ' ') | $(verdict "$d" 2.5) |"
+r=$(awk -v a="${rw[2]}" -v b="${rw[0]}" 'BEGIN {print a/b}')
+echo "| relay INFO <= 1.05x \`cat\` wall | $(x "${rw[2]}" "${rw[0]}") | $(verdict "$r" 1.05) |"
+r=$(awk -v a="${rc[2]}" -v b="${rc[0]}" 'BEGIN {print a/b}')
+echo "| relay INFO <= 1.3x \`cat\` CPU | $(x "${rc[2]}" "${rc[0]}") | $(verdict "$r" 1.3) |"
+r=$(awk -v a="${rw[5]}" -v b="${rw[3]}" 'BEGIN {print a/b}')
+echo "| relay WARN <= 1.2x \`cat\` wall | $(x "${rw[5]}" "${rw[3]}") | $(verdict "$r" 1.2) |"
+r=$(awk -v a="${ex[1]}" -v b="${ex[0]}" 'BEGIN {print a/b}')
+echo "| explain <= 1x \`grep -c\` (plain) | $(x "${ex[1]}" "${ex[0]}") | $(verdict "$r" 1) |"
+r=$(awk -v a="${ex[5]}" -v b="${ex[4]}" 'BEGIN {print a/b}')
+echo "| explain <= 1x \`zcat \| grep\` (gzip) | $(x "${ex[5]}" "${ex[4]}") | $(verdict "$r" 1) |"
+echo "| explain >= 200 MiB/s on WARN lines | $warn_mibs MiB/s | $(awk -v v="$warn_mibs" 'BEGIN {print (v >= 200) ? "met" : "**missed**"}') |"
+echo "| tap loses no line that is not noise (mixed bursts, pipe speed and $RATE/s) | $lost_max lost | $(verdict "$lost_max" 0) |"
+echo "| exit after a WARN burst: a few ms | $exit_n ms (tini $exit_tini) | $(verdict "$exit_n" 5) |"
+echo "| peak RSS <= 16 MiB whatever the input | at most $(mib "$rss_max") | $(verdict "$rss_max" 16384) |"
+echo
 echo "Load after: $(load)."

@@ -12,7 +12,7 @@
 //	ncclbench exitlat -n 5 -- CMD... ncclbench catstamp FILE  child's end to CMD's exit
 //	ncclbench longline -size 256MiB           SIZE bytes on stdout, no newline
 //	ncclbench ranks -n 64 -size 256MiB        n rank processes, one write(2) per line
-//	ncclbench time -n 5 [-warmup 1] -- CMD... median wall time of CMD (stdio: /dev/null)
+//	ncclbench time -n 5 [-warmup 1] [-pipe] -- CMD... median wall and CPU time of CMD (stdio: /dev/null, or stdout a pipe)
 //	ncclbench latency -n 500 -- CMD...        partial-line round trips through CMD
 //	ncclbench echo-partial                    the child of latency
 package main
@@ -176,6 +176,7 @@ func cmdTime(args []string) error {
 	n := fs.Int("n", 5, "measured runs")
 	warm := fs.Int("warmup", 1, "unmeasured runs first")
 	showErr := fs.Bool("stderr", false, "pass the command's stderr through (default: discard it)")
+	toPipe := fs.Bool("pipe", false, "stdout on a pipe this process drains (default: /dev/null)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -183,11 +184,14 @@ func cmdTime(args []string) error {
 	if len(argv) == 0 || *n < 1 {
 		return errors.New("usage: time -n N [-warmup W] -- CMD [ARGS...]")
 	}
-	var ds []time.Duration
+	var ds, cpu []time.Duration
 	for i := 0; i < *warm+*n; i++ {
 		c := exec.Command(argv[0], argv[1:]...)
 		if *showErr {
 			c.Stderr = os.Stderr
+		}
+		if *toPipe {
+			c.Stdout = io.Discard // exec drains it through a pipe
 		}
 		start := time.Now()
 		if err := c.Run(); err != nil {
@@ -195,10 +199,13 @@ func cmdTime(args []string) error {
 		}
 		if i >= *warm {
 			ds = append(ds, time.Since(start))
+			// The child's user and system time, with those of the
+			// descendants it waited for (a shell pipeline's processes).
+			cpu = append(cpu, c.ProcessState.UserTime()+c.ProcessState.SystemTime())
 		}
 	}
 	s := Summarize(ds)
-	fmt.Printf("median_ms=%.3f min_ms=%.3f max_ms=%.3f runs=%d\n", ms(s.Median), ms(s.Min), ms(s.Max), len(ds))
+	fmt.Printf("median_ms=%.3f min_ms=%.3f max_ms=%.3f runs=%d cpu_ms=%.3f\n", ms(s.Median), ms(s.Min), ms(s.Max), len(ds), ms(Summarize(cpu).Median))
 	return nil
 }
 

@@ -97,3 +97,19 @@ func TestRoundTripsThroughEcho(t *testing.T) {
 	rest, _ := io.ReadAll(outR)
 	assert.Empty(t, rest)
 }
+
+func TestGenerateMixedCountsWarnLines(t *testing.T) {
+	for _, tc := range []struct {
+		every, procs int
+	}{{100, 0}, {1, 0}, {1, 50000}} {
+		var b bytes.Buffer
+		warns, lines, err := GenerateMixed(&b, 1<<20, tc.every, tc.procs)
+		require.NoError(t, err)
+		assert.EqualValues(t, 1<<20, b.Len())
+		assert.EqualValues(t, bytes.Count(b.Bytes(), []byte("\n")), lines)
+		assert.EqualValues(t, bytes.Count(b.Bytes(), []byte(" NCCL WARN ")), warns)
+		if tc.every == 1 {
+			assert.Equal(t, lines, warns)
+		}
+	}
+}
