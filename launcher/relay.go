@@ -154,12 +154,13 @@ func (t *tap) consume() {
 	var drainStart time.Time
 	var drainLines, drainBytes int64
 	emit := func(s Stream, line []byte) {
-		if shedding && t.shed != nil && t.shed(line) {
+		closing := t.closing.Load() // per line: a chunk taken before the end may be delivered after it
+		if (shedding || closing) && t.shed != nil && t.shed(line) {
 			shed++
 			dropped += int64(len(line)) + 1
 			return
 		}
-		if t.closing.Load() {
+		if closing {
 			if drainStart.IsZero() {
 				drainStart = time.Now()
 			}

@@ -76,7 +76,7 @@ func TestTapKeepsEveryWarnLineOfABurst(t *testing.T) {
 			relayBurst(t, data, chunk, out, tp)
 			st := tp.close()
 			require.Equal(t, len(data), out.n, "the relay is never cut")
-			require.Len(t, got, warns, "every WARN line reached OnLine")
+			require.Len(t, got, warns, "every WARN line reached OnLine (%+v)", st)
 			for i, l := range got {
 				require.True(t, strings.Contains(l, fmt.Sprintf(" warning %d: ", i)), "WARN lines in order: %d is %q", i, l)
 			}
