@@ -9,13 +9,6 @@ import (
 	"github.com/ncclrun/ncclrun/internal/caps"
 )
 
-// HasPermittedIPCLock reports whether ncclrun (the calling thread) holds
-// CAP_IPC_LOCK in its permitted set, the condition for AmbientIPCLock.
-func HasPermittedIPCLock() bool {
-	c, err := caps.Get()
-	return err == nil && caps.Has(c.Permitted, caps.IPCLock)
-}
-
 // checkLaunchCaps checks in ncclrun, before anything is forked, what the
 // kernel would otherwise refuse with an opaque EPERM.
 func checkLaunchCaps(cred *Credential, ambient bool, user string) error {

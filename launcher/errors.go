@@ -27,9 +27,6 @@ var (
 	// ErrCapability means a capability name in Config.DropCaps is unknown
 	// or a capability change is not permitted.
 	ErrCapability = errors.New("capability")
-	// ErrNotImplemented is kept for callers written against the first
-	// stubs; nothing returns it any more.
-	ErrNotImplemented = errors.New("not implemented yet")
 )
 
 // StartError is returned by Run and Exec when the command could not be

@@ -17,9 +17,6 @@ func RaiseMemlock() (MemlockChange, error) { return MemlockChange{}, ErrUnsuppor
 // ncclrun.
 func MaybeTrampoline() {}
 
-// HasPermittedIPCLock is false outside Linux.
-func HasPermittedIPCLock() bool { return false }
-
 // Environ is os.Environ() outside Linux.
 func Environ() []string { return os.Environ() }
 

@@ -54,15 +54,12 @@ const (
 // tapPressure is how long noise stays shed after the tap last fell behind.
 const tapPressure = 10 * time.Millisecond
 
-// relay copies r to w byte for byte as it arrives: each read(2) is written
-// out at once, so a partial line or a `\r` progress bar is not held back.
-// A copy of what was read is offered to t (which never blocks). relay
-// returns at end of file, at EIO (a pty whose other side is closed) or
-// when a read deadline set by the supervisor passes.
-func relay(r *os.File, w io.Writer, s Stream, t *tap) { relayNotify(r, w, s, t, nil) }
-
-// relayNotify is relay that calls onErr (when not nil) once, with the
-// first error writing to w. A write error (EPIPE: the reader of ncclrun's
+// relayNotify copies r to w byte for byte as it arrives: each read(2) is
+// written out at once, so a partial line or a `\r` progress bar is not held
+// back. A copy of what was read is offered to t (which never blocks). It
+// returns at end of file, at EIO (a pty whose other side is closed) or when
+// a read deadline set by the supervisor passes. It calls onErr (when not
+// nil) once, with the first error writing to w. A write error (EPIPE: the reader of ncclrun's
 // output went away) stops the writing but not the reading: the child's
 // output is drained and discarded (the tap still gets it), so the child
 // never blocks on a full pipe nor dies of SIGPIPE, and runs to its end.

@@ -85,7 +85,7 @@ func SuggestEnv(r Report) []EnvSuggestion {
 			}
 		}
 	}
-	if len(usable) == 0 || len(unusable) == 0 || len(usable) > MaxHCAEntries {
+	if len(usable) == 0 || len(unusable) == 0 || len(usable) > maxHCAEntries {
 		return nil
 	}
 	sort.Strings(unusable)

@@ -7,9 +7,18 @@
 // (system calls such as prlimit(2), statfs(2) and open(2) on /dev/infiniband
 // are used there), any other directory is a snapshot tree holding the same
 // relative paths (proc/self/status, proc/self/limits, sys/class/infiniband,
-// dev/...). The package never prints, never exits and never changes the
-// system: raising limits and starting probes is the caller's business
-// (Options.MemlockBefore, Options.Prober).
+// dev/...). A tree is untrusted input: only regular files are opened,
+// never blocking, with a size bound, and links are followed only within
+// the tree; each file refused is one line of Report.Warnings. Under a tree
+// the environment judged is the tree's own (EnvFile, else
+// proc/self/environ). Record runs the same readers and reports every read:
+// preflight/snapshot copies a system by it.
+//
+// Report carries typed Facts (memlock verdict, shm size, RDMA devices,
+// GPUDirect) and the Platform for the packages that act on them; each
+// check's Details are only its JSON rendering. The package never prints,
+// never exits and never changes the system: raising limits and starting
+// probes is the caller's business (Options.MemlockBefore, Options.Prober).
 //
 // Do not use it to configure NCCL beyond SuggestEnv: NCCL detects most of
 // its settings better by itself.

@@ -15,8 +15,8 @@ func FuzzParseHCAList(f *testing.F) {
 		f.Add(s, "mlx5_1", 1)
 	}
 	f.Fuzz(func(t *testing.T, list, dev string, port int) {
-		l := ParseHCAList(list)
-		if len(l.Entries) > MaxHCAEntries {
+		l := parseHCAList(list)
+		if len(l.Entries) > maxHCAEntries {
 			t.Fatalf("%d entries", len(l.Entries))
 		}
 		for _, e := range l.Entries {
@@ -45,7 +45,7 @@ func FuzzMatchIfname(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, spec, ifaces string) {
 		names := strings.Split(ifaces, ",")
-		got := MatchIfname(spec, names)
+		got := matchIfname(spec, names)
 		in := map[string]bool{}
 		for _, n := range names {
 			in[n] = true

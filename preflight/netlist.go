@@ -8,8 +8,8 @@ import (
 // Limits of NCCL's lists (src/transport/net_ib: MAX_IB_DEVS; src/misc/socket.cc
 // MAX_IFS; struct netIf prefix[64]).
 const (
-	MaxHCAEntries    = 32
-	MaxIfnameEntries = 16
+	maxHCAEntries    = 32
+	maxIfnameEntries = 16
 	maxListName      = 63
 )
 
@@ -123,30 +123,30 @@ func (l NetList) Match(name string, port int) bool {
 	return in != l.Exclude
 }
 
-// ParseHCAList parses an NCCL_IB_HCA value with NCCL's rules:
+// parseHCAList parses an NCCL_IB_HCA value with NCCL's rules:
 // "[^][=]hca[:port[:rail[:plane]]],...". '^' (exclude) must come before
 // '=' (exact) and both apply to the whole list; without '=' every name is a
 // prefix, so "mlx5_1" also matches mlx5_10..mlx5_19; at most 32 entries are
 // read. A malformed list such as "^=mlx5_8,^=mlx5_14" parses as NCCL parses
 // it (the second name is the literal "^=mlx5_14") and says so in Problems.
-func ParseHCAList(s string) NetList { return parseNetList(s, MaxHCAEntries) }
+func parseHCAList(s string) NetList { return parseNetList(s, maxHCAEntries) }
 
-// ParseIfnameList parses an NCCL_SOCKET_IFNAME value with NCCL's rules
+// parseIfnameList parses an NCCL_SOCKET_IFNAME value with NCCL's rules
 // (comma list of prefixes, '^' exclude, '=' exact, at most 16 entries).
-func ParseIfnameList(s string) NetList { return parseNetList(s, MaxIfnameEntries) }
+func parseIfnameList(s string) NetList { return parseNetList(s, maxIfnameEntries) }
 
-// MatchIfname returns, in the order given, the names of ifaces that NCCL
+// matchIfname returns, in the order given, the names of ifaces that NCCL
 // would consider for the NCCL_SOCKET_IFNAME value spec. A spec of one
 // character or less is ignored by NCCL (strlen > 1), and then the default
 // order applies: ib*, then anything but docker*, lo and virbr*, then
 // docker*, then lo, then virbr*; the first step that finds any interface
 // wins. ifaces should hold only the interfaces that are up with an address.
-func MatchIfname(spec string, ifaces []string) []string {
+func matchIfname(spec string, ifaces []string) []string {
 	if len(spec) > 1 {
-		return filterNames(ParseIfnameList(spec), ifaces)
+		return filterNames(parseIfnameList(spec), ifaces)
 	}
 	for _, step := range []string{"ib", "^docker,lo,virbr", "docker", "lo", "virbr"} {
-		if got := filterNames(ParseIfnameList(step), ifaces); len(got) > 0 {
+		if got := filterNames(parseIfnameList(step), ifaces); len(got) > 0 {
 			return got
 		}
 	}

@@ -227,14 +227,14 @@ func checkNetwork(s sysRoot, env map[string]string) Result {
 	d := map[string]any{"interfaces": ifs}
 	r := Result{ID: IDNetwork, Status: OK, Details: d}
 	spec, set := env["NCCL_SOCKET_IFNAME"]
-	selected := MatchIfname(spec, usable)
+	selected := matchIfname(spec, usable)
 	d["selected"] = selected
 	upText := listOrNothing(usable)
 	var warns []string
 	switch {
 	case set && len(spec) > 1:
-		d["nccl_socket_ifname"] = ParseIfnameList(spec)
-		l := ParseIfnameList(spec)
+		d["nccl_socket_ifname"] = parseIfnameList(spec)
+		l := parseIfnameList(spec)
 		if len(selected) == 0 {
 			r.Status = Fail
 			r.Summary = fmt.Sprintf("NCCL_SOCKET_IFNAME=%q matches no interface that is up with an address (those are: %s): NCCL fails with \"Bootstrap : no socket interface found\"", spec, upText)

@@ -32,12 +32,12 @@ func TestParseHCAList(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.in, func(t *testing.T) {
-			assert.Equal(t, tc.want, ParseHCAList(tc.in))
+			assert.Equal(t, tc.want, parseHCAList(tc.in))
 		})
 	}
 	long := strings.Repeat("mlx5_0,", 40)
-	l := ParseHCAList(long)
-	assert.Len(t, l.Entries, MaxHCAEntries)
+	l := parseHCAList(long)
+	assert.Len(t, l.Entries, maxHCAEntries)
 	assert.Contains(t, l.Problems, "the list has 40 entries; NCCL reads only the first 32")
 }
 
@@ -59,7 +59,7 @@ func TestNetListMatch(t *testing.T) {
 		{"^=mlx5_0,^=mlx5_1", []bool{false, true, true, true}}, // second name is literal "^=mlx5_1"
 	}
 	for _, tc := range cases {
-		l := ParseHCAList(tc.list)
+		l := parseHCAList(tc.list)
 		for i, d := range devs {
 			assert.Equal(t, tc.want[i], l.Match(d.name, d.port), "list %q dev %s:%d", tc.list, d.name, d.port)
 		}
@@ -88,7 +88,7 @@ func TestMatchIfname(t *testing.T) {
 		{"en,eth1", all, []string{"eth1", "enp4s0"}},
 	}
 	for _, tc := range cases {
-		assert.Equal(t, tc.want, MatchIfname(tc.spec, tc.ifaces), "spec %q", tc.spec)
+		assert.Equal(t, tc.want, matchIfname(tc.spec, tc.ifaces), "spec %q", tc.spec)
 	}
 }
 

@@ -169,7 +169,7 @@ func checkRDMA(s sysRoot, env map[string]string, kind Platform) (Result, []RDMAD
 	r := Result{ID: IDRDMA, Status: OK, Details: d}
 	var hcaWarn string
 	if v, ok := env["NCCL_IB_HCA"]; ok && !ibDisabled {
-		l := ParseHCAList(v)
+		l := parseHCAList(v)
 		d["nccl_ib_hca"] = l
 		var matched []string
 		for _, dev := range devs {

@@ -1,7 +1,7 @@
 // Package rlimit reads and sets this process's resource limits with the
-// one convention ncclrun uses for them: int64 bytes, Unlimited (-1) for
+// one convention ncclrun uses for them: int64 bytes, units.Unlimited (-1) for
 // RLIM_INFINITY. Every conversion from the kernel's unsigned value goes
-// through FromKernel, so "infinity" is decided by one test.
+// through one function (fromKernel), so "infinity" is decided by one test.
 //
 // Do not use it for another process's limits (prlimit(2) on a pid): it
 // only acts on the calling process.
@@ -16,12 +16,8 @@ import (
 	"github.com/ncclrun/ncclrun/internal/units"
 )
 
-// Unlimited is RLIM_INFINITY as a Limit value: units.Unlimited, which
-// parses and prints it.
-const Unlimited = units.Unlimited
-
-// Limit is a soft/hard pair; Unlimited means RLIM_INFINITY. The zero value
-// is a limit of 0 bytes.
+// Limit is a soft/hard pair; units.Unlimited (-1) means RLIM_INFINITY. The
+// zero value is a limit of 0 bytes.
 type Limit struct {
 	Soft, Hard int64
 }
@@ -32,18 +28,18 @@ var ErrMalformed = errors.New("malformed limit")
 // ErrUnsupported is returned by Get and Set where there are no Linux limits.
 var ErrUnsupported = errors.New("resource limits need Linux")
 
-// FromKernel converts the kernel's value to a Limit value: RLIM_INFINITY,
+// fromKernel converts the kernel's value to a Limit value: RLIM_INFINITY,
 // and anything else too large for an int64 byte count, is Unlimited.
-func FromKernel(v uint64) int64 {
+func fromKernel(v uint64) int64 {
 	if v > math.MaxInt64 {
-		return Unlimited
+		return units.Unlimited
 	}
 	return int64(v)
 }
 
-// ToKernel converts a Limit value to the kernel's: any negative value is
+// toKernel converts a Limit value to the kernel's: any negative value is
 // RLIM_INFINITY (all bits set on Linux).
-func ToKernel(v int64) uint64 {
+func toKernel(v int64) uint64 {
 	if v < 0 {
 		return math.MaxUint64
 	}
@@ -51,15 +47,15 @@ func ToKernel(v int64) uint64 {
 }
 
 // ParseProc parses one value column of /proc/<pid>/limits (fs/proc/base.c
-// proc_pid_limits): "unlimited", or a decimal number that FromKernel
+// proc_pid_limits): "unlimited", or a decimal number that fromKernel
 // converts. Errors wrap ErrMalformed.
 func ParseProc(s string) (int64, error) {
 	if s == "unlimited" {
-		return Unlimited, nil
+		return units.Unlimited, nil
 	}
 	n, err := strconv.ParseUint(s, 10, 64)
 	if err != nil {
 		return 0, fmt.Errorf("%w: limit value %q", ErrMalformed, s)
 	}
-	return FromKernel(n), nil
+	return fromKernel(n), nil
 }

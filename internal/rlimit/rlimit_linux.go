@@ -15,12 +15,12 @@ func Get(resource int) (Limit, error) {
 	if err := unix.Getrlimit(resource, &r); err != nil {
 		return Limit{}, fmt.Errorf("getrlimit %s: %w", name(resource), err)
 	}
-	return Limit{Soft: FromKernel(r.Cur), Hard: FromKernel(r.Max)}, nil
+	return Limit{Soft: fromKernel(r.Cur), Hard: fromKernel(r.Max)}, nil
 }
 
 // Set sets this process's limit of resource; children inherit it.
 func Set(resource int, l Limit) error {
-	r := unix.Rlimit{Cur: ToKernel(l.Soft), Max: ToKernel(l.Hard)}
+	r := unix.Rlimit{Cur: toKernel(l.Soft), Max: toKernel(l.Hard)}
 	if err := unix.Setrlimit(resource, &r); err != nil {
 		return fmt.Errorf("setrlimit %s %d:%d: %w", name(resource), l.Soft, l.Hard, err)
 	}

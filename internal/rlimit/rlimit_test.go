@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/ncclrun/ncclrun/internal/units"
 )
 
 func TestKernelValues(t *testing.T) {
@@ -15,14 +17,14 @@ func TestKernelValues(t *testing.T) {
 		want   int64
 	}{
 		{0, 0}, {65536, 65536}, {math.MaxInt64, math.MaxInt64},
-		{1 << 63, Unlimited}, {math.MaxUint64, Unlimited},
+		{1 << 63, units.Unlimited}, {math.MaxUint64, units.Unlimited},
 	} {
-		assert.Equal(t, tc.want, FromKernel(tc.kernel), "%d", tc.kernel)
+		assert.Equal(t, tc.want, fromKernel(tc.kernel), "%d", tc.kernel)
 	}
-	assert.Equal(t, uint64(math.MaxUint64), ToKernel(Unlimited))
-	assert.Equal(t, uint64(math.MaxUint64), ToKernel(-7))
-	assert.Equal(t, uint64(8<<20), ToKernel(8<<20))
-	assert.Equal(t, Unlimited, FromKernel(ToKernel(Unlimited)))
+	assert.Equal(t, uint64(math.MaxUint64), toKernel(units.Unlimited))
+	assert.Equal(t, uint64(math.MaxUint64), toKernel(-7))
+	assert.Equal(t, uint64(8<<20), toKernel(8<<20))
+	assert.Equal(t, units.Unlimited, fromKernel(toKernel(units.Unlimited)))
 }
 
 func TestParseProc(t *testing.T) {
@@ -31,10 +33,10 @@ func TestParseProc(t *testing.T) {
 		want int64
 		ok   bool
 	}{
-		{"unlimited", Unlimited, true},
+		{"unlimited", units.Unlimited, true},
 		{"65536", 65536, true},
-		{"18446744073709551615", Unlimited, true},
-		{"9223372036854775808", Unlimited, true},
+		{"18446744073709551615", units.Unlimited, true},
+		{"9223372036854775808", units.Unlimited, true},
 		{"lots", 0, false},
 		{"-1", 0, false},
 		{"", 0, false},
