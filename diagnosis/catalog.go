@@ -270,6 +270,7 @@ type cpattern struct {
 	idx          int // in Catalog.pats
 	entry        *centry
 	re           *regexp.Regexp
+	branches     []branch // re as branches with literal starts, when that helps (match.go)
 	not          []*regexp.Regexp
 	notLit       [][]byte // negative patterns that are plain literals
 	prio         int
@@ -507,12 +508,16 @@ func compilePattern(ce *centry, p Pattern) (*cpattern, error) {
 	if len(p.Literals) == 0 {
 		return nil, fmt.Errorf("%w: %s: %q has no literals for the prefilter", ErrCatalog, where, p.Re)
 	}
+	branches, err := splitBranches(p.Re)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %q: %w", ErrCatalog, where, p.Re, err)
+	}
 	for _, l := range p.Literals {
 		if l == "" {
 			return nil, fmt.Errorf("%w: %s: empty literal", ErrCatalog, where)
 		}
 	}
-	cp := &cpattern{Pattern: p, entry: ce, re: re, prio: ce.Priority, certainty: ce.Certainty, requires: -1, certainWith: -1, after: map[string]bool{}}
+	cp := &cpattern{Pattern: p, entry: ce, re: re, branches: branches, prio: ce.Priority, certainty: ce.Certainty, requires: -1, certainWith: -1, after: map[string]bool{}}
 	for _, a := range ce.After {
 		cp.after[a] = true
 	}

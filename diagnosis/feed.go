@@ -231,7 +231,7 @@ func (p *cpattern) matches(line []byte) bool {
 			return false
 		}
 	}
-	if !p.re.Match(line) {
+	if !p.reMatch(line) {
 		return false
 	}
 	for _, n := range p.not {
