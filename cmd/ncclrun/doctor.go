@@ -26,6 +26,16 @@ func cmdDoctor(c *cli.Context, e *env) error {
 		return usagef("doctor takes no arguments (got %q)", c.Args().First())
 	}
 	opts := preflightOptions(s, e.environ, raiseLimits(s))
+	// --user resolved once, as run does: the probe and preflight use the
+	// same ids. One that does not resolve is left to preflight, which
+	// reports it as a failed check.
+	var cred *launcher.Credential
+	if s.user != "" && liveRoot(s.root) {
+		if cr, err := launcher.ResolveUser(s.user); err == nil {
+			cred = &cr
+			resolvedPlan(&opts, cred)
+		}
+	}
 	report := preflight.Run(c.Context, opts)
 	printTreeWarnings(e.stderr, report)
 	if s.probe > 0 {
@@ -33,7 +43,7 @@ func cmdDoctor(c *cli.Context, e *env) error {
 		// says CMD will get (CAP_IPC_LOCK ambient or not).
 		ambient := report.Command.Ambient
 		opts.Probe = s.probe
-		opts.Prober = func(size int64) error { return probeMlock(c.Context, e, s, ambient, size) }
+		opts.Prober = func(size int64) error { return probeMlock(c.Context, e, s, cred, ambient, size) }
 		report = preflight.Run(c.Context, opts)
 	}
 	if c.Bool(flagJSON) {
@@ -52,7 +62,7 @@ func cmdDoctor(c *cli.Context, e *env) error {
 // probeMlock pins size bytes in `ncclrun probe-mlock SIZE`, started through
 // the launcher with exactly the credentials CMD would get. It returns nil
 // when the pin held, else the child's reason.
-func probeMlock(_ context.Context, e *env, s settings, ambient bool, size int64) error {
+func probeMlock(_ context.Context, e *env, s settings, cred *launcher.Credential, ambient bool, size int64) error {
 	self, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("find ncclrun's own binary: %w", err)
@@ -67,6 +77,7 @@ func probeMlock(_ context.Context, e *env, s settings, ambient bool, size int64)
 		Path: self, Args: args, Env: e.environ,
 		Stdin: bytes.NewReader(nil), Stdout: io.Discard, Stderr: &errBuf,
 		User:           s.user,
+		Credential:     cred,
 		AmbientIPCLock: ambient,
 		DropCaps:       s.dropCaps,
 		Memlock:        s.launcherMemlock(),

@@ -171,10 +171,8 @@ func runSettings(c *cli.Context) (runJob, error) {
 // /dev/shm matters once NCCL fails on it).
 func runPreflight(ctx context.Context, e *env, j runJob, before *preflight.Rlimit) (preflight.Report, error) {
 	opts := preflightOptions(j.s, e.environ, before)
-	if j.cred != nil && liveRoot(j.s.root) {
-		// The ids the launcher will use; under --root the tree's own
-		// passwd and group files describe that system instead.
-		opts.Plan.Resolved, opts.Plan.UID, opts.Plan.GID = true, int(j.cred.UID), int(j.cred.GID)
+	if liveRoot(j.s.root) {
+		resolvedPlan(&opts, j.cred)
 	}
 	rep := preflight.Run(ctx, opts)
 	if !j.s.quiet {
@@ -189,6 +187,15 @@ func runPreflight(ctx context.Context, e *env, j runJob, before *preflight.Rlimi
 		printChecks(e.stderr, rep, preflight.Warn, preflight.Fail)
 	}
 	return rep, nil
+}
+
+// resolvedPlan gives preflight the ids the launcher will use for --user
+// (nil: no --user). Only on the live system: under --root the tree's own
+// passwd and group files describe that system instead.
+func resolvedPlan(opts *preflight.Options, cred *launcher.Credential) {
+	if cred != nil {
+		opts.Plan.Resolved, opts.Plan.UID, opts.Plan.GID = true, int(cred.UID), int(cred.GID)
+	}
 }
 
 // childPlan is run's plan for CMD: the launcher's Config, the variables
