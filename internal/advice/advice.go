@@ -163,12 +163,31 @@ var platformLabel = map[Platform]string{Docker: "Docker", Kubernetes: "Kubernete
 
 // AllPlatforms writes fix f for every platform, for readers whose platform
 // is not known (explain of a pasted log): "Docker: ...; Kubernetes: ...".
+// Platforms with the same text share it ("Slurm, hosts: ...").
 func AllPlatforms(f Fix) string {
-	parts := make([]string, 0, len(Platforms))
+	var texts, labels []string
 	for _, p := range Platforms {
-		parts = append(parts, platformLabel[p]+": "+Text(f, p, Who{Unknown: true}))
+		t := Text(f, p, Who{Unknown: true})
+		if i := indexOf(texts, t); i >= 0 {
+			labels[i] += ", " + platformLabel[p]
+			continue
+		}
+		texts, labels = append(texts, t), append(labels, platformLabel[p])
+	}
+	parts := make([]string, len(texts))
+	for i := range texts {
+		parts[i] = labels[i] + ": " + texts[i]
 	}
 	return strings.Join(parts, "; ")
+}
+
+func indexOf(list []string, s string) int {
+	for i, x := range list {
+		if x == s {
+			return i
+		}
+	}
+	return -1
 }
 
 // placeholder is compiled on first use: run's start-up never pays for it.
