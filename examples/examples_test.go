@@ -110,6 +110,7 @@ const (
 	rootDropToUser pattern = iota // (a) root, IPC_LOCK+SETUID+SETGID, ncclrun --user
 	nonRootFileCap                // (b) non-root, IPC_LOCK added, exec-form ncclrun
 	nodeLimit                     // (c) plain non-root pod, no capability
+	nriLimit                      // (d) per-pod limit from the runtime (NRI ulimit-adjuster), no capability
 	mpiLauncher                   // ncclrun around mpirun, ncclrun --no-watch per rank
 	mpiWorker                     // sshd as root with IPC_LOCK: ranks arrive over ssh
 )
@@ -124,6 +125,7 @@ var manifests = []struct {
 	{"kubernetes/a-root-drop-to-user.yaml", "Pod", map[string]pattern{"": rootDropToUser}},
 	{"kubernetes/b-nonroot-filecap.yaml", "Pod", map[string]pattern{"": nonRootFileCap}},
 	{"kubernetes/c-node-memlock/pod.yaml", "Pod", map[string]pattern{"": nodeLimit}},
+	{"kubernetes/d-nri-ulimit/pod.yaml", "Pod", map[string]pattern{"": nriLimit}},
 	{"kubernetes/pytorchjob.yaml", "PyTorchJob", map[string]pattern{"Master": rootDropToUser, "Worker": rootDropToUser}},
 	{"kubernetes/jobset.yaml", "JobSet", map[string]pattern{"trainer": nonRootFileCap}},
 	{"kubernetes/mpijob.yaml", "MPIJob", map[string]pattern{"Launcher": mpiLauncher, "Worker": mpiWorker}},
@@ -306,10 +308,10 @@ func checkPod(t *testing.T, name string, spec corev1.PodSpec, pat pattern) {
 		assert.NotEqual(t, int64(0), *uid)
 		assert.Equal(t, []string{"IPC_LOCK"}, add, "%q: IPC_LOCK in the bounding set for the file capability", name)
 		assert.NotContains(t, c.Command, "sh", "exec form: no shell may exec ncclrun (row 7b)")
-	case nodeLimit:
+	case nodeLimit, nriLimit:
 		require.NotNil(t, uid)
 		assert.NotEqual(t, int64(0), *uid)
-		assert.Empty(t, add, "%q: the node limit needs no capability", name)
+		assert.Empty(t, add, "%q: the node or NRI limit needs no capability", name)
 	case mpiLauncher:
 		i := slices.Index(c.Command, "mpirun")
 		require.Positive(t, i, "%q: ncclrun runs mpirun", name)
@@ -498,6 +500,7 @@ func TestEveryExampleIsTested(t *testing.T) {
 	tested := map[string]bool{"docker/compose.yaml": true, "doc.go": true,
 		"kubernetes/c-node-memlock/containerd-memlock.conf": true, "kubernetes/c-node-memlock/crio-memlock.conf": true,
 		"kubernetes/c-node-memlock/crio-ulimits.conf": true,
+		"kubernetes/d-nri-ulimit/namespace.yaml":      true, "kubernetes/d-nri-ulimit/containerd-nri.toml": true,
 		// The trap, kept for lint (TestExamplesLint and the README).
 		"kubernetes/seed-trap.yaml": true}
 	for _, m := range manifests {
