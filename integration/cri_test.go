@@ -138,6 +138,16 @@ var criScenarios = []criScenario{
 		WantMemlock: "fail", WantVia: "none", WantChildUID: 1000, WantDiagnosis: "memlock",
 	},
 	{
+		// Example (d)'s securityContext (Pod Security restricted: nothing
+		// added) with the image's +p ncclrun: it starts (+p, unlike +ep,
+		// does not need IPC_LOCK in the bounding set), and without NRI's
+		// per-pod limit memlock fails; the fix names the ulimit-adjuster.
+		Name: "cri-d-restricted-filecap", Memlock: 65536, Launch: "exec", Bin: "-cap",
+		Sec:         criSecurity{RunAsUser: i64(1000), RunAsNonRoot: true, Drop: []string{"ALL"}, NoNewPrivs: true},
+		RawUID:      1000,
+		WantMemlock: "fail", WantVia: "none", WantChildUID: 1000, WantDiagnosis: "memlock",
+	},
+	{
 		// +ep: the effective bit makes the capability effective at exec;
 		// ncclrun and the probe start with it.
 		Name: "cri-user1000-ep-nnp", Memlock: 65536, Sec: seedSec, Launch: "exec", Bin: "-ep",
@@ -267,6 +277,9 @@ func criScenarioRun(t *testing.T, e *criEnv, s criScenario) {
 	for _, c := range d.Checks {
 		if c.ID == "memlock" || c.ID == "capabilities" {
 			assert.NotContains(t, c.Fix, "Docker ignores", "%s fix in a pod must not give Docker's advice", c.ID)
+		}
+		if c.ID == "memlock" && c.Status == "fail" {
+			assert.Contains(t, c.Fix, "ulimits.noderesource.dev/container.", "a pod's memlock fix names the per-pod NRI limit")
 		}
 	}
 

@@ -149,9 +149,15 @@ func fmtLimit(r Rlimit) string {
 	return fmt.Sprintf("%s (soft; hard %s)", units.FormatSize(r.Soft), units.FormatSize(r.Hard))
 }
 
-// raiseFix says how to raise RLIMIT_MEMLOCK on each platform.
+// raiseFix says how to raise RLIMIT_MEMLOCK on each platform; on
+// Kubernetes also per pod through NRI (advice.PodMemlock), the one way
+// that needs no capability, for baseline and restricted namespaces.
 func raiseFix(kind Platform) string {
-	return advice.Text(advice.RaiseMemlock, advice.Platform(kind), advice.Who{})
+	t := advice.Text(advice.RaiseMemlock, advice.Platform(kind), advice.Who{})
+	if advice.Platform(kind) == advice.Kubernetes {
+		t += "; or " + advice.Text(advice.PodMemlock, advice.Kubernetes, advice.Who{})
+	}
+	return t
 }
 
 // memlockVerdict is the table's decision with its words.
@@ -168,6 +174,10 @@ type memlockVerdict struct {
 func fixText(fixes []advice.Fix, kind Platform, w advice.Who) string {
 	parts := make([]string, 0, len(fixes))
 	for _, f := range fixes {
+		if f == advice.RaiseMemlock {
+			parts = append(parts, raiseFix(kind))
+			continue
+		}
 		parts = append(parts, advice.Text(f, advice.Platform(kind), w))
 	}
 	return strings.Join(parts, "; or ")

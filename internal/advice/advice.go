@@ -129,7 +129,7 @@ func Text(f Fix, p Platform, w Who) string {
 	case PrivilegedNamespace:
 		return "Pod Security Admission's baseline and restricted levels reject an added IPC_LOCK: run the pod in a namespace labelled `pod-security.kubernetes.io/enforce: privileged`, or add no capability and set the limit per pod or per node"
 	case PodMemlock:
-		return "where no capability may be added (Pod Security `baseline` or `restricted`), let the runtime set the pod's limit: containerd >= 1.7 or CRI-O >= 1.26 with NRI and the ulimit-adjuster plugin, and the pod annotation `ulimits.noderesource.dev/container.<container name>: '[{type: RLIMIT_MEMLOCK, soft: 18446744073709551615, hard: 18446744073709551615}]'`; or `LimitMEMLOCK=infinity` for the runtime on the node"
+		return "where no capability may be added (Pod Security `baseline` or `restricted`), let the runtime set the pod's limit: containerd >= 1.7 (NRI enabled; on by default from 2.0) or CRI-O >= 1.26 with NRI, the containerd/nri ulimit-adjuster plugin as a DaemonSet, and the pod annotation `ulimits.noderesource.dev/container.<container name>: '[{type: RLIMIT_MEMLOCK, soft: 18446744073709551615, hard: 18446744073709551615}]'` (examples/kubernetes/d-nri-ulimit/)"
 	}
 	return ""
 }

@@ -36,3 +36,13 @@ func TestExpand(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "no placeholder", got)
 }
+
+// Issue 14 item 5: the per-pod way names the NRI ulimit-adjuster, its
+// annotation and what the node needs.
+func TestPodMemlockNamesNRI(t *testing.T) {
+	k := Text(PodMemlock, Kubernetes, Who{})
+	for _, w := range []string{"baseline", "restricted", "ulimit-adjuster", "DaemonSet", "ulimits.noderesource.dev/container.<container name>",
+		"RLIMIT_MEMLOCK", "18446744073709551615", "containerd >= 1.7", "CRI-O >= 1.26", "examples/kubernetes/d-nri-ulimit/"} {
+		assert.Contains(t, k, w)
+	}
+}
