@@ -500,7 +500,7 @@ func TestEveryExampleIsTested(t *testing.T) {
 	tested := map[string]bool{"docker/compose.yaml": true, "doc.go": true,
 		"kubernetes/c-node-memlock/containerd-memlock.conf": true, "kubernetes/c-node-memlock/crio-memlock.conf": true,
 		"kubernetes/c-node-memlock/crio-ulimits.conf": true,
-		"kubernetes/d-nri-ulimit/namespace.yaml":      true, "kubernetes/d-nri-ulimit/containerd-nri.toml": true,
+		"kubernetes/d-nri-ulimit/containerd-nri.toml": true,
 		// The trap, kept for lint (TestExamplesLint and the README).
 		"kubernetes/seed-trap.yaml": true}
 	for _, m := range manifests {
