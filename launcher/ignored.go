@@ -25,7 +25,3 @@ func notifiable(sigs []os.Signal) []os.Signal {
 	}
 	return out
 }
-
-// NotIgnored is notifiable for cmd/ncclrun: the signals of sigs that were
-// not ignored when ncclrun started, the only ones it may catch.
-func NotIgnored(sigs ...os.Signal) []os.Signal { return notifiable(sigs) }
