@@ -135,8 +135,18 @@ func (m *Matcher) record(p *cpattern, line []byte) *state {
 		m.states[ce.ID] = st
 		m.order = append(m.order, st)
 	}
-	pl := ParseLine(line)
 	st.lines++
+	if f, ok := scanPrefixAt0(line); ok && f.pid != 0 {
+		// The common case, counted without allocating: a raw NCCL line.
+		host := line[f.hostStart:f.hostEnd]
+		id := procID{hashBytes(host), int64(f.pid)}
+		m.addProc(st, st.procs, id)
+		m.addText(st, hashBytes(bytes.TrimSpace(line[f.msgStart:])), id)
+		st.blk.on = false
+		m.addHostBytes(st, host)
+		return m.sighted(st, p, line)
+	}
+	pl := ParseLine(line)
 	switch {
 	case pl.Start >= 0 && pl.Host != "" && pl.PID != 0:
 		id := procID{hashString(pl.Host), int64(pl.PID)}
@@ -168,12 +178,17 @@ func (m *Matcher) record(p *cpattern, line []byte) *state {
 			m.addHost(st, pl.Host)
 		}
 	}
+	return m.sighted(st, p, line)
+}
+
+// sighted records the first sighting of p in st (with its first line).
+func (m *Matcher) sighted(st *state, p *cpattern, line []byte) *state {
 	for _, s := range st.sights {
 		if s.p == p {
 			return st
 		}
 	}
-	st.sights = append(st.sights, sight{p: p, seq: m.seq, firstLine: firstLine(p, line, pl)})
+	st.sights = append(st.sights, sight{p: p, seq: m.seq, firstLine: firstLine(p, line, ParseLine(line))})
 	return st
 }
 
@@ -187,6 +202,17 @@ func (m *Matcher) addProc(st *state, set map[procID]struct{}, id procID) {
 	}
 	m.room.procs--
 	set[id] = struct{}{}
+}
+
+// addHostBytes is addHost without allocating for a host already kept.
+func (m *Matcher) addHostBytes(st *state, h []byte) {
+	if len(h) > maxHostLen {
+		h = h[:maxHostLen]
+	}
+	if _, ok := st.hosts[string(h)]; ok {
+		return
+	}
+	m.addHost(st, string(h))
 }
 
 func (m *Matcher) addHost(st *state, h string) {

@@ -65,6 +65,15 @@ func lazyRe(expr string) func() *regexp.Regexp {
 // and Msg the whole line (without trailing CR/LF).
 func ParseLine(line []byte) Line {
 	line = trimEOL(line)
+	if l, ok := parsePrefixAt0(line); ok {
+		return l
+	}
+	return parseLineRe(line)
+}
+
+// parseLineRe is ParseLine by the regular expressions alone (the tests
+// check parsePrefixAt0 against it).
+func parseLineRe(line []byte) Line {
 	l := Line{Dev: -1, Start: -1}
 	if m := ncclPrefixRe().FindSubmatchIndex(line); m != nil && plausiblePrefix(line, m) {
 		l.Start = m[0]
@@ -144,4 +153,165 @@ func stripCollectorWords(b []byte) []byte {
 		b = b[loc[1]:]
 	}
 	return b
+}
+
+// prefixAt0 is where parsePrefixAt0 found the fields, as offsets into the
+// line (no allocation: the matcher counts with these).
+type prefixAt0 struct {
+	timeEnd            int // end of the timestamp inside its brackets, 0 when none
+	hostStart, hostEnd int
+	pid, tid, dev      int
+	restStart          int // after "] "
+	locEnd             int // -1: no location
+	level              string
+	msgStart           int
+}
+
+// parsePrefixAt0 parses NCCL's prefix when the line starts with it and has
+// a pid (the common case: a raw NCCL line), by hand and as ncclPrefixRe
+// would: the optional timestamp, the host, ":pid:tid", " [dev] ", then the
+// shortest location before "NCCL LEVEL" or "LEVEL" at a word end. ok is
+// false for anything else, which parseLineRe then reads.
+func parsePrefixAt0(b []byte) (Line, bool) {
+	f, ok := scanPrefixAt0(b)
+	if !ok {
+		return Line{}, false
+	}
+	l := Line{Start: 0, Host: string(b[f.hostStart:f.hostEnd]), PID: f.pid, TID: f.tid, Dev: f.dev, Level: f.level, Msg: string(b[f.msgStart:])}
+	if f.timeEnd > 0 {
+		l.Time = string(b[1:f.timeEnd])
+	}
+	if f.locEnd >= 0 {
+		l.Loc = string(b[f.restStart:f.locEnd])
+	}
+	return l, true
+}
+
+func scanPrefixAt0(b []byte) (prefixAt0, bool) {
+	var f prefixAt0
+	i := 0
+	if len(b) > 0 && b[0] == '[' {
+		j := bytes.IndexByte(b, ']')
+		if j < 0 || !isNCCLTime(b[1:j]) || j+1 >= len(b) || b[j+1] != ' ' {
+			return f, false
+		}
+		f.timeEnd = j
+		i = j + 2
+	}
+	h := i
+	for i < len(b) && (isWordByte(b[i]) && b[i] != '_' || i > h && (b[i] == '_' || b[i] == '.' || b[i] == '-')) {
+		i++
+	}
+	if i == h || i >= len(b) || b[i] != ':' {
+		return f, false
+	}
+	f.hostStart, f.hostEnd = h, i
+	var ok bool
+	if f.pid, i, ok = digits(b, i+1, 10); !ok || i >= len(b) || b[i] != ':' {
+		return f, false
+	}
+	if f.tid, i, ok = digits(b, i+1, 10); !ok || !bytes.HasPrefix(b[i:], []byte(" [")) {
+		return f, false
+	}
+	if f.dev, i, ok = digits(b, i+2, 6); !ok || !bytes.HasPrefix(b[i:], []byte("] ")) {
+		return f, false
+	}
+	f.restStart = i + 2
+	rest := b[f.restStart:]
+	for k := 0; k <= len(rest); k++ {
+		if k > 0 && rest[k-1] == '\n' {
+			return f, false // '.' does not cross a newline
+		}
+		if k > 0 && rest[k-1] != ' ' {
+			continue
+		}
+		end, lvl := levelAt(rest, k)
+		if end < 0 {
+			continue
+		}
+		f.locEnd = -1
+		if k > 0 {
+			f.locEnd = f.restStart + k - 1
+		}
+		f.level = lvl
+		if end < len(rest) && rest[end] == ' ' {
+			end++
+		}
+		f.msgStart = f.restStart + end
+		return f, true
+	}
+	return f, false
+}
+
+var ncclLevels = []string{"WARN", "INFO", "TRACE", "ABORT", "CALL"}
+
+// levelAt matches `(?:NCCL )?(WARN|INFO|TRACE|ABORT|CALL)\b` at b[k:],
+// "NCCL " taken when it can be: the end of the match and the level, or -1.
+func levelAt(b []byte, k int) (int, string) {
+	for _, skip := range []int{5, 0} {
+		s := b[k:]
+		if skip == 5 {
+			if !bytes.HasPrefix(s, []byte("NCCL ")) {
+				continue
+			}
+			s = s[5:]
+		}
+		for _, lv := range ncclLevels {
+			if bytes.HasPrefix(s, []byte(lv)) && (len(s) == len(lv) || !isWordByte(s[len(lv)])) {
+				return k + skip + len(lv), lv
+			}
+		}
+	}
+	return -1, ""
+}
+
+// digits reads 1 to max decimal digits at b[i:].
+func digits(b []byte, i, max int) (v, end int, ok bool) {
+	j := i
+	for j < len(b) && j-i < max && b[j] >= '0' && b[j] <= '9' {
+		v = v*10 + int(b[j]-'0')
+		j++
+	}
+	if j == i || (j < len(b) && b[j] >= '0' && b[j] <= '9') {
+		return 0, 0, false
+	}
+	return v, j, true
+}
+
+// isNCCLTime reports whether t is `\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?`.
+func isNCCLTime(t []byte) bool {
+	const shape = "dddd-dd-dd?dd:dd:dd"
+	if len(t) < len(shape) {
+		return false
+	}
+	for i := 0; i < len(shape); i++ {
+		c := t[i]
+		switch shape[i] {
+		case 'd':
+			if c < '0' || c > '9' {
+				return false
+			}
+		case '?':
+			if c != ' ' && c != 'T' {
+				return false
+			}
+		default:
+			if c != shape[i] {
+				return false
+			}
+		}
+	}
+	r := t[len(shape):]
+	if len(r) == 0 {
+		return true
+	}
+	if (r[0] != '.' && r[0] != ',') || len(r) == 1 {
+		return false
+	}
+	for _, c := range r[1:] {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }

@@ -80,3 +80,37 @@ func TestLazyRegexpsCompile(t *testing.T) {
 		require.Same(t, re(), re(), "compiled once")
 	}
 }
+
+// TestParsePrefixAt0SameAsRegexp: the hand parser of a line-initial NCCL
+// prefix gives what the regular expressions give, on every test line and
+// on variants of the prefix shapes it takes or leaves.
+func TestParsePrefixAt0SameAsRegexp(t *testing.T) {
+	lines := allTestLines(t)
+	lines = append(lines,
+		"h:1:2 [0] NCCL WARN x", "h:1:2 [0]  NCCL WARN x", "h:1:2 [0] a b NCCL INFO", "h:1:2 [0] NCCL WARNING x WARN y",
+		"h:1:2 [0] misc/x.cc:1 (f g) NCCL WARN x", "[2025-01-02 03:04:05,123] h-1.x:10:20 [7] a.cc:3 NCCL WARN m",
+		"[2025-01-02T03:04:05] h:1:2 [3] WARN m", "h:12345678901:2 [0] NCCL WARN x", "h:1:2 [1234567] NCCL WARN x",
+		"_h:1:2 [0] NCCL WARN x", "h:1:2 [0] NCCL version 2.1 INFO", "h:1:2 [0] x\nNCCL WARN y", "h:1:2 [0] NCCL CALLx CALL",
+		"h:1:2 [0] NCCL TRACE", "h:1 [0] NCCL WARN x", "h [0] NCCL WARN x", "[2025-01-02 03:04:05.] h:1:2 [0] WARN x")
+	fast := 0
+	for _, l := range lines {
+		b := []byte(l)
+		if _, ok := parsePrefixAt0(trimEOL(b)); ok {
+			fast++
+		}
+		assert.Equal(t, parseLineRe(trimEOL(b)), ParseLine(b), "%q", l)
+	}
+	assert.Greater(t, fast, 100, "the hand parser takes the common lines")
+}
+
+func FuzzParsePrefixAt0(f *testing.F) {
+	for _, s := range []string{"h:1:2 [0] NCCL WARN x", "[2025-01-02 03:04:05] h:1:2 [0] a.cc:1 NCCL WARN x", "h:1:2 [0] a b INFO"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		b := trimEOL([]byte(s))
+		if got, want := ParseLine(b), parseLineRe(b); got != want {
+			t.Fatalf("%q: fast %+v, regexp %+v", s, got, want)
+		}
+	})
+}
