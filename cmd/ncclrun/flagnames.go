@@ -36,23 +36,34 @@ type (
 	}
 )
 
-func (f cachedString) Names() []string      { return f.names }
-func (f cachedBool) Names() []string        { return f.names }
-func (f cachedDuration) Names() []string    { return f.names }
-func (f cachedStringSlice) Names() []string { return f.names }
+// Each Names computes the library's once, on first use: a start parses one
+// command's flags, so the other commands' are never computed.
+func (f *cachedString) Names() []string      { return once(&f.names, f.StringFlag.Names) }
+func (f *cachedBool) Names() []string        { return once(&f.names, f.BoolFlag.Names) }
+func (f *cachedDuration) Names() []string    { return once(&f.names, f.DurationFlag.Names) }
+func (f *cachedStringSlice) Names() []string { return once(&f.names, f.StringSliceFlag.Names) }
+
+// once returns *names, set from compute the first time (the CLI runs on
+// one goroutine).
+func once(names *[]string, compute func() []string) []string {
+	if *names == nil {
+		*names = compute()
+	}
+	return *names
+}
 
 func cachedNames(fs []cli.Flag) []cli.Flag {
 	out := make([]cli.Flag, len(fs))
 	for i, f := range fs {
 		switch t := f.(type) {
 		case *cli.StringFlag:
-			out[i] = cachedString{t, t.Names()}
+			out[i] = &cachedString{StringFlag: t}
 		case *cli.BoolFlag:
-			out[i] = cachedBool{t, t.Names()}
+			out[i] = &cachedBool{BoolFlag: t}
 		case *cli.DurationFlag:
-			out[i] = cachedDuration{t, t.Names()}
+			out[i] = &cachedDuration{DurationFlag: t}
 		case *cli.StringSliceFlag:
-			out[i] = cachedStringSlice{t, t.Names()}
+			out[i] = &cachedStringSlice{StringSliceFlag: t}
 		default:
 			out[i] = f
 		}
