@@ -295,7 +295,16 @@ func (ts *tapStream) push(whole []byte) {
 	}
 	for len(whole) > 0 {
 		i := bytes.IndexByte(whole, '\n')
-		ts.triage(whole[:i])
+		if !ts.triage(whole[:i]) {
+			// Saturated (a flood of lines that are not noise): the rest
+			// of the chunk is counted, not judged line by line, so that
+			// the relay's cost stays that of a count at memory speed.
+			whole = whole[i+1:]
+			n := int64(bytes.Count(whole, []byte{'\n'}))
+			ts.lost += n
+			ts.dropped += int64(len(whole))
+			break
+		}
 		whole = whole[i+1:]
 	}
 	if ts.kept != nil && len(*ts.kept) >= cap(*ts.kept)/2 {
@@ -305,13 +314,14 @@ func (ts *tapStream) push(whole []byte) {
 	}
 }
 
-// triage keeps line (without its newline) or sheds it.
-func (ts *tapStream) triage(line []byte) {
+// triage keeps line (without its newline) or sheds it; false when it was
+// lost instead: no room is left for kept lines.
+func (ts *tapStream) triage(line []byte) bool {
 	t := ts.t
 	if t.shed != nil && t.shed(line) {
 		ts.shed++
 		ts.dropped += int64(len(line)) + 1
-		return
+		return true
 	}
 	if len(line) > MaxLine {
 		line = line[:MaxLine]
@@ -327,9 +337,10 @@ func (ts *tapStream) triage(line []byte) {
 	if len(*ts.kept)+len(line)+1 > cap(*ts.kept) {
 		ts.lost++ // the reserve and this buffer are full
 		ts.dropped += int64(len(line)) + 1
-		return
+		return false
 	}
 	*ts.kept = append(append(*ts.kept, line...), '\n')
+	return true
 }
 
 // flushKept queues the kept lines if there is room.
