@@ -48,7 +48,7 @@ const tapBufSize = relayBufSize + MaxLine + 1
 const (
 	tapDrainTime  = 5 * time.Millisecond
 	tapDrainBytes = 256 << 10
-	tapDrainLines = 1024
+	tapDrainLines = 128
 )
 
 // tapPressure is how long noise stays shed after the tap last fell behind.
@@ -129,6 +129,8 @@ type tap struct {
 	mu       sync.Mutex
 	leftover []tapChunk // kept lines of streams that ended while the queue was full
 
+	drainTime time.Duration // tapDrainTime; tests that count lines set it longer
+
 	closing atomic.Bool
 	full    atomic.Bool // a relay found the queue full since the tap last looked
 	dropped atomic.Int64
@@ -137,7 +139,7 @@ type tap struct {
 }
 
 func newTap(fn LineFunc, shed func([]byte) bool) *tap {
-	t := &tap{fn: fn, shed: shed, ch: make(chan tapChunk, tapQueueLen+tapReserve), done: make(chan struct{})}
+	t := &tap{fn: fn, shed: shed, ch: make(chan tapChunk, tapQueueLen+tapReserve), done: make(chan struct{}), drainTime: tapDrainTime}
 	t.pool.New = func() any { b := make([]byte, tapBufSize); return &b }
 	go t.consume()
 	return t
@@ -161,7 +163,7 @@ func (t *tap) consume() {
 			if drainStart.IsZero() {
 				drainStart = time.Now()
 			}
-			if drainLines >= tapDrainLines && (drainBytes >= tapDrainBytes || time.Since(drainStart) >= tapDrainTime) {
+			if drainLines >= tapDrainLines && (drainBytes >= tapDrainBytes || time.Since(drainStart) >= t.drainTime) {
 				lost++
 				dropped += int64(len(line)) + 1
 				return

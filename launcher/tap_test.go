@@ -6,9 +6,11 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -73,6 +75,7 @@ func TestTapKeepsEveryWarnLineOfABurst(t *testing.T) {
 					info++
 				}
 			}, infoNoise)
+			tp.drainTime = time.Hour // every line counts here, however slow the machine
 			relayBurst(t, data, chunk, out, tp)
 			st := tp.close()
 			require.Equal(t, len(data), out.n, "the relay is never cut")
@@ -140,4 +143,34 @@ func TestRunGrowsTheChildsPipe(t *testing.T) {
 	_, err = fmt.Sscan(out.String(), &n)
 	require.NoError(t, err, out.String())
 	assert.GreaterOrEqual(t, n, want, out.String())
+}
+
+// TestTapFinalDrainIsBounded: a tap far behind at the end (its LineFunc
+// stalled until the output ended, every line a WARN) delivers the first
+// tapDrainLines kept lines and then, once tapDrainTime passed, counts the
+// rest lost instead of making ncclrun wait for the matcher.
+func TestTapFinalDrainIsBounded(t *testing.T) {
+	data, warns := burst(20_000, 1) // WARN lines only
+	out := &countWriter{want: len(data), full: make(chan struct{})}
+	stall := make(chan struct{})
+	var once sync.Once
+	got := 0
+	tp := newTap(func(_ Stream, line []byte) {
+		once.Do(func() { <-stall })
+		got++
+		if got == tapDrainLines+1 {
+			time.Sleep(2 * tapDrainTime) // a slow line: the time bound passes
+		}
+	}, infoNoise)
+	relayBurst(t, data, relayBufSize, out, tp)
+	res := make(chan TapStats)
+	go func() { res <- tp.close() }()
+	for !tp.closing.Load() { // close has begun: every line from now on is the final drain's
+		runtime.Gosched()
+	}
+	close(stall)
+	st := <-res
+	assert.GreaterOrEqual(t, got, tapDrainLines, "the first lines after the end are always delivered")
+	assert.Less(t, got, warns/2, "the rest is not waited for")
+	assert.Equal(t, int64(warns-got), st.Lost, "what was not delivered is counted lost")
 }

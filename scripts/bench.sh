@@ -9,6 +9,8 @@
 #   RUNS=5                  rounds of the whole-process comparisons (medians)
 #   SIZE=256MiB             the relayed INFO log, the mixed log, the long line
 #   WARN_SIZE=64MiB         the WARN-only burst
+#   EXPLAIN_WARN_SIZE=8MiB  the WARN-only log explain reads
+#   RSS_RUNS=3              runs per peak-RSS figure
 #   PROCS=1100000           distinct processes of the many-processes log
 #   START_RUNS=200          runs per start-up variant (in START_ROUNDS rounds)
 #   START_ROUNDS=5
@@ -23,6 +25,8 @@ NCCLRUN=${NCCLRUN:-bin/ncclrun}
 RUNS=${RUNS:-5}
 SIZE=${SIZE:-256MiB}
 WARN_SIZE=${WARN_SIZE:-64MiB}
+EXPLAIN_WARN_SIZE=${EXPLAIN_WARN_SIZE:-8MiB}
+RSS_RUNS=${RSS_RUNS:-3}
 PROCS=${PROCS:-1100000}
 START_RUNS=${START_RUNS:-200}
 START_ROUNDS=${START_ROUNDS:-5}
@@ -58,12 +62,14 @@ INFO=$tmp/info.log
 "$B" gen -size "$SIZE" -o "$INFO"
 WARN=$tmp/warn.log
 "$B" mixed -size "$WARN_SIZE" -warn-every 1 -o "$WARN" >"$tmp/warn.count"
+WARNX=$tmp/warnx.log
+"$B" mixed -size "$EXPLAIN_WARN_SIZE" -warn-every 1 -o "$WARNX" >/dev/null
 MIXED=$tmp/mixed.log
 "$B" mixed -size "$SIZE" -warn-every 100 -o "$MIXED" >"$tmp/mixed.count"
-gzip -1 -c "$MIXED" >"$MIXED.gz"
+gzip -1 -c "$INFO" >"$INFO.gz"
 MANY=$tmp/procs.log
 "$B" mixed -size "$((PROCS * 128))" -warn-every 1 -procs "$PROCS" -o "$MANY" >/dev/null
-export INFO WARN MIXED NCCLRUN B
+export INFO WARN WARNX MIXED NCCLRUN B
 
 load() { cut -d' ' -f1-3 /proc/loadavg; }
 med() { sort -g | awk '{a[NR]=$1} END {if (NR==0) {print "nan"; exit}; if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
@@ -78,7 +84,7 @@ mib() { awk -v k="$1" 'BEGIN {printf "%.1f MiB", k/1024}'; }
 
 echo "# ncclrun bench ($(date -u +%Y-%m-%dT%H:%MZ), $(nproc) CPUs, load before: $(load))"
 echo
-echo "ncclrun $("$NCCLRUN" version 2>/dev/null | head -1 | cut -d' ' -f2-); logs: $(numfmt --to=iec-i --suffix=B "$(size "$INFO")") of NCCL INFO lines, the same with a WARN line every 100 lines, $(numfmt --to=iec-i --suffix=B "$(size "$WARN")") of WARN lines; every figure against its reference measured in this run, the variants round-robin (medians of $RUNS rounds)."
+echo "ncclrun $("$NCCLRUN" version 2>/dev/null | head -1 | cut -d' ' -f2-); logs: $(numfmt --to=iec-i --suffix=B "$(size "$INFO")") of NCCL INFO lines (and gzipped), the same with a WARN line every 100 lines, $(numfmt --to=iec-i --suffix=B "$(size "$WARN")") and $(numfmt --to=iec-i --suffix=B "$(size "$WARNX")") of WARN lines; every figure against its reference measured in this run, the variants round-robin (medians of $RUNS rounds)."
 echo
 
 # --- start-up ------------------------------------------------------------
@@ -149,12 +155,12 @@ echo
 # --- explain -------------------------------------------------------------------
 elabels=() ecmds=() efiles=()
 eadd() { elabels+=("$1"); ecmds+=("$2"); efiles+=("$3"); }
-eadd "mixed: \`grep -c 'NCCL WARN' F > out\`" "grep -c 'NCCL WARN' \"\$MIXED\" >\"\$O\" || true" "$MIXED"
-eadd "mixed: **\`ncclrun explain F > out\`**" "\"\$NCCLRUN\" explain \"\$MIXED\" >\"\$O\" || true" "$MIXED"
-eadd "WARN: \`grep -c 'NCCL WARN' F > out\`" "grep -c 'NCCL WARN' \"\$WARN\" >\"\$O\" || true" "$WARN"
-eadd "WARN: **\`ncclrun explain F > out\`**" "\"\$NCCLRUN\" explain \"\$WARN\" >\"\$O\" || true" "$WARN"
-eadd "gzip: \`zcat F.gz \| grep -c 'NCCL WARN' > out\`" "zcat \"\$MIXED.gz\" | grep -c 'NCCL WARN' >\"\$O\" || true" "$MIXED"
-eadd "gzip: **\`ncclrun explain F.gz > out\`**" "\"\$NCCLRUN\" explain \"\$MIXED.gz\" >\"\$O\" || true" "$MIXED"
+eadd "INFO: \`grep -c 'NCCL WARN' F > out\`" "grep -c 'NCCL WARN' \"\$INFO\" >\"\$O\" || true" "$INFO"
+eadd "INFO: **\`ncclrun explain F > out\`**" "\"\$NCCLRUN\" explain \"\$INFO\" >\"\$O\" || true" "$INFO"
+eadd "WARN: \`grep -c 'NCCL WARN' F > out\`" "grep -c 'NCCL WARN' \"\$WARNX\" >\"\$O\" || true" "$WARNX"
+eadd "WARN: **\`ncclrun explain F > out\`**" "\"\$NCCLRUN\" explain \"\$WARNX\" >\"\$O\" || true" "$WARNX"
+eadd "gzip: \`zcat F.gz \| grep -c 'NCCL WARN' > out\`" "zcat \"\$INFO.gz\" | grep -c 'NCCL WARN' >\"\$O\" || true" "$INFO"
+eadd "gzip: **\`ncclrun explain F.gz > out\`**" "\"\$NCCLRUN\" explain \"\$INFO.gz\" >\"\$O\" || true" "$INFO"
 export O=$tmp/explain.out
 for round in $(seq 0 "$RUNS"); do
   for i in "${!ecmds[@]}"; do
@@ -171,7 +177,7 @@ for i in "${!ecmds[@]}"; do
   ref=$(( i / 2 * 2 ))
   echo "| ${elabels[$i]} | ${ex[$i]} ms | $(mibs "$(echo "${ex[$i]} / 1000" | bc -l)" "$(size "${efiles[$i]}")") | $(x "${ex[$i]}" "${ex[$ref]}") |"
 done
-warn_mibs=$(mibs "$(echo "${ex[3]} / 1000" | bc -l)" "$(size "$WARN")")
+warn_mibs=$(mibs "$(echo "${ex[3]} / 1000" | bc -l)" "$(size "$WARNX")")
 echo
 
 # --- tap coverage ----------------------------------------------------------------
@@ -220,23 +226,23 @@ peak_kib() { # N CMD...: median over N runs of GNU time's maximum RSS (KiB)
     sed -n 's/.*Maximum resident set size (kbytes): //p' "$tmp/time.txt"
   done | med
 }
-echo "## Peak RSS (GNU time -v: the largest process of the tree), median of $RUNS runs"
+echo "## Peak RSS (GNU time -v: the largest process of the tree), median of $RSS_RUNS runs"
 echo
 echo "| case | \`ncclrun run --\` | the child alone | \`tini -s --\` | ncclrun vs tini |"
 echo "|---|---|---|---|---|"
 mrow() {
   local label=$1; shift
   local a b c
-  a=$(peak_kib "$RUNS" "$NCCLRUN" run -- "$@")
-  b=$(peak_kib "$RUNS" "$@")
-  c=$(peak_kib "$RUNS" "$TINI" -s -- "$@")
+  a=$(peak_kib "$RSS_RUNS" "$NCCLRUN" run -- "$@")
+  b=$(peak_kib "$RSS_RUNS" "$@")
+  c=$(peak_kib "$RSS_RUNS" "$TINI" -s -- "$@")
   echo "| $label | **$(mib "$a")** | $(mib "$b") | $(mib "$c") | $(x "$a" "$c") |"
   echo "$a" >>"$tmp/rss.all"
 }
 mrow "idle: \`true\`" true
 mrow "one $SIZE line, no newline" "$B" longline -size "$SIZE"
 mrow "WARN lines of $PROCS processes" cat "$MANY"
-explain_many=$(peak_kib "$RUNS" "$NCCLRUN" explain "$MANY")
+explain_many=$(peak_kib 1 "$NCCLRUN" explain "$MANY")
 echo
 echo "\`ncclrun explain\` of the $PROCS-process log: $(mib "$explain_many") peak."
 echo
