@@ -199,11 +199,16 @@ type tarFile struct {
 	Link       string
 }
 
-// writeTar writes files (directories first, sorted) as a tar archive to w.
+// writeTar writes files (sorted by name) as a tar archive to w. A name
+// given twice (a shared library that two host binaries need) is written
+// once, the first time: docker import refuses duplicate paths.
 func writeTar(w io.Writer, files []tarFile) error {
-	sort.Slice(files, func(i, j int) bool { return files[i].Name < files[j].Name })
+	sort.SliceStable(files, func(i, j int) bool { return files[i].Name < files[j].Name })
 	tw := tar.NewWriter(w)
-	for _, f := range files {
+	for i, f := range files {
+		if i > 0 && files[i-1].Name == f.Name {
+			continue
+		}
 		h := &tar.Header{Name: f.Name, Mode: f.Mode, ModTime: time.Unix(0, 0), Format: tar.FormatPAX}
 		switch {
 		case f.Dir:

@@ -22,7 +22,8 @@ import (
 // keeps cap_ipc_lock under no_new_privs because runc-init still holds the
 // spec's permitted set when it execs. That is true, but only when the spec
 // puts the capability in the permitted set for a non-root user, as
-// containerd's CRI plugin (Kubernetes) does. Docker (moby
+// containerd's CRI plugin (Kubernetes) does (TestCRIScenarios sees it on a
+// real CRI). Docker (moby
 // oci.SetCapabilities since 20.10.14) gives a non-root user only the
 // bounding set, so under Docker the file capability is lost
 // (TestRuntimeFacts/user1000-filecap-nnp-exec). Here runc runs the same
