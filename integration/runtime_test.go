@@ -66,4 +66,8 @@ func TestRuntimeFacts(t *testing.T) {
 			assert.Equal(t, wantMlock, p.MlockOK, "mlock of 16 MiB under %s: %s", fmtLimit(wantSoft), p.MlockErr)
 		})
 	}
+	// TestNcclrunScenarios ran before (file order): the rows are complete.
+	if !t.Failed() {
+		checkReadmeDockerRows(t)
+	}
 }

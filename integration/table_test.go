@@ -78,6 +78,26 @@ func writeTable() error {
 	tableMu.Lock()
 	defer tableMu.Unlock()
 	var b strings.Builder
+	b.WriteString(dockerTableLocked())
+	if shmRow != "" {
+		b.WriteString("\n| scenario | doctor | run | diagnosis |\n|---|---|---|---|\n" + shmRow)
+	}
+	if ct := criTableLocked(); ct != "" {
+		b.WriteString("\n" + ct)
+	}
+	if ct := criTermTableLocked(); ct != "" {
+		b.WriteString("\n" + ct)
+	}
+	if fc := fileCapTable(); fc != "" {
+		b.WriteString("\n" + fc)
+	}
+	return os.WriteFile(path, []byte(b.String()), 0o644)
+}
+
+// dockerTableLocked renders the Docker scenarios' rows (TestRuntimeFacts
+// and TestNcclrunScenarios) under tableMu.
+func dockerTableLocked() string {
+	var b strings.Builder
 	b.WriteString(tableHeader)
 	for _, s := range scenarios {
 		if why, ok := noStart[s.Name]; ok {
@@ -101,19 +121,37 @@ func writeTable() error {
 		}
 		fmt.Fprintf(&b, "%s %s | %s | %s | %s | %s |\n", raw, n.Memlock, n.Caps, n.Via, yn(n.ChildMlock), diag)
 	}
-	if shmRow != "" {
-		b.WriteString("\n| scenario | doctor | run | diagnosis |\n|---|---|---|---|\n" + shmRow)
+	return b.String()
+}
+
+// checkReadmeDockerRows compares README's Docker rows with this run's,
+// where the host is the README's: dockerd's containerd at 8 MiB and an
+// engine without CAP_SYS_RESOURCE. Rows not fully run are not compared.
+func checkReadmeDockerRows(t *testing.T) {
+	t.Helper()
+	if soft, hard, ok := daemonMemlock(); !ok || soft != 8<<20 || hard != 8<<20 || engineCanRaiseLimits() {
+		t.Logf("this engine is not the README's (containerd memlock 8 MiB, no CAP_SYS_RESOURCE): Docker rows not compared")
+		return
 	}
-	if ct := criTableLocked(); ct != "" {
-		b.WriteString("\n" + ct)
+	tableMu.Lock()
+	tbl := dockerTableLocked()
+	complete := map[string]bool{}
+	for _, s := range scenarios {
+		_, ran := ncclRows[s.Name]
+		complete[s.Name] = ran || noStart[s.Name] != ""
 	}
-	if ct := criTermTableLocked(); ct != "" {
-		b.WriteString("\n" + ct)
+	tableMu.Unlock()
+	rows := readmeRows(t)
+	for _, l := range strings.Split(tbl, "\n") {
+		if !strings.HasPrefix(l, "| ") || strings.HasPrefix(l, "| scenario") {
+			continue
+		}
+		name := strings.TrimSpace(strings.Split(l, "|")[1])
+		if !complete[name] {
+			continue
+		}
+		assert.Equal(t, l, rows[name], "README.md's row for %s is not what the Docker suite saw: update it from this run", name)
 	}
-	if fc := fileCapTable(); fc != "" {
-		b.WriteString("\n" + fc)
-	}
-	return os.WriteFile(path, []byte(b.String()), 0o644)
 }
 
 // The CRI suite's rows (cri_test.go), kept apart from Docker's.
