@@ -298,13 +298,18 @@ func (ts *tapStream) push(whole []byte) {
 	for len(whole) > 0 {
 		i := bytes.IndexByte(whole, '\n')
 		if !ts.triage(whole[:i]) {
-			// Saturated (a flood of lines that are not noise): the rest
-			// of the chunk is counted, not judged line by line, so that
-			// the relay's cost stays that of a count at memory speed.
-			whole = whole[i+1:]
-			n := int64(bytes.Count(whole, []byte{'\n'}))
-			ts.lost += n
-			ts.dropped += int64(len(whole))
+			// Saturated: no room for kept lines. The rest of the chunk is
+			// only counted (shed or lost), not copied.
+			for whole = whole[i+1:]; len(whole) > 0; {
+				j := bytes.IndexByte(whole, '\n')
+				if t.shed != nil && t.shed(whole[:j]) {
+					ts.shed++
+				} else {
+					ts.lost++
+				}
+				ts.dropped += int64(j) + 1
+				whole = whole[j+1:]
+			}
 			break
 		}
 		whole = whole[i+1:]
