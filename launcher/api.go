@@ -107,8 +107,8 @@ type Result struct {
 	// TapLost counts the other lines not passed to OnLine: more lines
 	// that are not noise arrived than the tap's bounds hold (about 2 MiB
 	// queued under pressure; after the output ended, what the matcher does
-	// not read in 5 ms beyond 128 lines). 0 at any rate a training job's
-	// output reaches.
+	// not read in 5 ms beyond 128 lines). 0 as long as OnLine keeps up
+	// with the lines that are not noise.
 	TapLost int64
 }
 

@@ -39,7 +39,7 @@ type runReport struct {
 	TorchrunError *torchrunError        `json:"torchrun_error,omitempty"`
 	// TapDropped: output bytes diagnosis did not see (launcher.Result.TapDropped);
 	// TapShed of them NCCL INFO noise lines shed under pressure, TapLost other
-	// lines (0 at any rate a training job's output reaches).
+	// lines (0 as long as the matcher keeps up with the lines that are not noise).
 	TapDropped int64    `json:"tap_dropped_bytes,omitempty"`
 	TapShed    int64    `json:"tap_shed_lines,omitempty"`
 	TapLost    int64    `json:"tap_lost_lines,omitempty"`
