@@ -27,8 +27,11 @@ vet:
 	elif [ "$$CI" = true ]; then echo "staticcheck not installed (CI=true): failing"; exit 1; \
 	else echo "staticcheck not installed: skipped (.ci/run installs honnef.co/go/tools/cmd/staticcheck@v0.8.2)"; fi
 
+# Under -race the diagnosis sweeps (every pattern against every testdata
+# line) take every 8th log line; the second run checks every line.
 unit:
 	CGO_ENABLED=1 $(GO) test -race -count=1 ./...
+	$(GO) test -count=1 ./diagnosis/
 
 cross:
 	GOOS=linux GOARCH=arm64 $(GO) build -o /dev/null ./...

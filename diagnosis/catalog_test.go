@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -99,20 +98,7 @@ func TestCatalogSamples(t *testing.T) {
 // hides a match.
 func TestPrefilterIsSound(t *testing.T) {
 	c := DefaultCatalog()
-	var lines []string
-	for _, e := range c.Entries() {
-		for _, s := range append(append([]string{}, e.Samples.Match...), e.Samples.NoMatch...) {
-			lines = append(lines, strings.Split(s, "\n")...)
-		}
-	}
-	logs, err := filepath.Glob("testdata/*/*.log")
-	require.NoError(t, err)
-	require.NotEmpty(t, logs)
-	for _, path := range logs {
-		b, err := os.ReadFile(path)
-		require.NoError(t, err)
-		lines = append(lines, strings.Split(string(b), "\n")...)
-	}
+	lines := allTestLines(t)
 	for _, p := range c.pats {
 		for _, l := range lines {
 			if !p.re.MatchString(l) {

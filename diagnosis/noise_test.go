@@ -69,7 +69,10 @@ func TestNoiseNeverAFailureLine(t *testing.T) {
 		require.NoError(t, err)
 		sc := bufio.NewScanner(f)
 		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		for sc.Scan() {
+		for n := 0; sc.Scan(); n++ {
+			if raceEnabled && n%raceStride != 0 {
+				continue // raceSample's rule
+			}
 			if l := sc.Text(); strings.Contains(l, "NCCL INFO ") {
 				lines = append(lines, l)
 			}
