@@ -93,14 +93,19 @@ func TestParsePrefixAt0SameAsRegexp(t *testing.T) {
 		"_h:1:2 [0] NCCL WARN x", "h:1:2 [0] NCCL version 2.1 INFO", "h:1:2 [0] x\nNCCL WARN y", "h:1:2 [0] NCCL CALLx CALL",
 		"h:1:2 [0] NCCL TRACE", "h:1 [0] NCCL WARN x", "h [0] NCCL WARN x", "[2025-01-02 03:04:05.] h:1:2 [0] WARN x")
 	fast := 0
-	for _, l := range lines {
+	for i, l := range lines {
+		if raceEnabled && i%8 != 0 && i < len(lines)-20 {
+			continue // a sample under the race detector, the hand-made lines always
+		}
 		b := []byte(l)
 		if _, ok := parsePrefixAt0(trimEOL(b)); ok {
 			fast++
 		}
 		assert.Equal(t, parseLineRe(trimEOL(b)), ParseLine(b), "%q", l)
 	}
-	assert.Greater(t, fast, 100, "the hand parser takes the common lines")
+	if !raceEnabled {
+		assert.Greater(t, fast, 100, "the hand parser takes the common lines")
+	}
 }
 
 func FuzzParsePrefixAt0(f *testing.F) {

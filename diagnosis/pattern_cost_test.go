@@ -87,7 +87,10 @@ func TestSplitAlternativesSameAnswer(t *testing.T) {
 			continue
 		}
 		split++
-		for _, l := range lines {
+		for i, l := range lines {
+			if raceEnabled && i%8 != 0 {
+				continue // a sample under the race detector
+			}
 			for _, lit := range p.Literals {
 				if !strings.Contains(l, lit) {
 					continue
