@@ -1,10 +1,7 @@
 package diagnosis
 
 import (
-	"fmt"
 	"sort"
-	"strconv"
-	"strings"
 )
 
 // snapshot renders a state as a Diagnosis, applying the facts.
@@ -111,21 +108,4 @@ func (m *Matcher) factsAllow(p *cpattern) bool {
 		return f.Known && f.GDRModule == GDRModuleNone
 	}
 	return true
-}
-
-// formatSize renders bytes as "64 MiB" (binary units).
-func formatSize(n int64) string {
-	units := []string{"B", "KiB", "MiB", "GiB", "TiB"}
-	f := float64(n)
-	i := 0
-	for f >= 1024 && i < len(units)-1 {
-		f /= 1024
-		i++
-	}
-	if i == 0 {
-		return fmt.Sprintf("%d B", n)
-	}
-	s := strconv.FormatFloat(f, 'f', 1, 64)
-	s = strings.TrimSuffix(s, ".0")
-	return s + " " + units[i]
 }

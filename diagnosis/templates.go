@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/ncclrun/ncclrun/internal/units"
 )
 
 // The catalog's fact-dependent sentences are templates: text with named
@@ -46,7 +48,7 @@ func factValues(f Facts) map[string]string {
 		v["seen"] = f.Seen
 	}
 	if f.ShmBytes > 0 {
-		v["shm_size"] = formatSize(f.ShmBytes)
+		v["shm_size"] = units.FormatSize(f.ShmBytes)
 	}
 	if f.Known && len(f.RDMAPorts) > 0 {
 		v["rdma_ports"] = strings.Join(f.RDMAPorts, ", ")

@@ -7,18 +7,20 @@ import (
 	"encoding/json"
 
 	"github.com/ncclrun/ncclrun/internal/advice"
+	"github.com/ncclrun/ncclrun/internal/pinrule"
 	"github.com/ncclrun/ncclrun/internal/units"
 )
 
-// Status is the verdict of one check.
-type Status string
+// Status is the verdict of one check: the same type as the credential
+// decision's (internal/pinrule), so a verdict is declared once.
+type Status = pinrule.Status
 
 // The verdicts of a check, from best to worst.
 const (
-	OK   Status = "ok"
-	Warn Status = "warn"
-	Fail Status = "fail"
-	Skip Status = "skip"
+	OK   = pinrule.OK
+	Warn = pinrule.Warn
+	Fail = pinrule.Fail
+	Skip = pinrule.Skip
 )
 
 // Check ids of docs/contract.md.

@@ -199,7 +199,7 @@ func decideMemlock(c credFacts, p cmdPlan, min int64, kind Platform, rdma bool, 
 		v.summary = fmt.Sprintf("Not judged: no RDMA device, so NCCL uses sockets and registers no memory, and RLIMIT_MEMLOCK does not matter (with an HCA %s: %s; --min-memlock judges it anyway)", what, lowerFirst(v.summary))
 		v.fix = ""
 	}
-	v.status = Status(pv.Status)
+	v.status = pv.Status
 	return v
 }
 
@@ -218,7 +218,7 @@ func wordMemlock(c credFacts, p cmdPlan, pv pinrule.Verdict, min int64, kind Pla
 		limWord = "RLIMIT_MEMLOCK for CMD is " + fmtLimit(lim) + " (--memlock)"
 	}
 	cannot := ": NCCL cannot register memory (ibv_reg_mr fails with Cannot allocate memory)"
-	v := memlockVerdict{status: Status(pv.RowStatus)}
+	v := memlockVerdict{status: pv.RowStatus}
 	fix := fixText(pv.Fixes, kind, w)
 	switch pv.Rule {
 	case ruleUnlimited:

@@ -165,7 +165,7 @@ func (c Cred) Command() Command {
 	return cmd
 }
 
-// Status is a verdict's status, as preflight's.
+// Status is a verdict's status; preflight.Status is this type.
 type Status string
 
 // The statuses of a verdict.
