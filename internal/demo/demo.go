@@ -172,7 +172,7 @@ func run(self string, st State, stdout, stderr io.Writer) int {
 	case FixLimit:
 		say("[2/2] With the fix: the memlock limit this machine allows instead of 64 KiB; each rank pins %s.", units.FormatSize(fix.Pin))
 		if st.MemlockHard >= 0 {
-			say("      (Real NCCL needs more than %s: ncclrun's preflight still says so.)", units.FormatSize(st.MemlockHard))
+			say("      (Real NCCL needs more than %s: on a node with an RDMA device ncclrun's preflight says so.)", units.FormatSize(st.MemlockHard))
 		}
 		fixed = []string{"run"}
 	default:
