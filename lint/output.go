@@ -58,8 +58,18 @@ func WriteText(w io.Writer, r Report) error {
 	if n == 1 {
 		word = "container"
 	}
-	if len(r.Findings) == 0 {
+	unread := ""
+	if k := len(r.Errors); k == 1 {
+		unread = "; 1 input could not be read (see stderr)"
+	} else if k > 1 {
+		unread = fmt.Sprintf("; %d inputs could not be read (see stderr)", k)
+	}
+	if len(r.Findings) == 0 && unread != "" {
+		fmt.Fprintf(&b, "%d %s checked%s\n", n, word, unread)
+	} else if len(r.Findings) == 0 {
 		fmt.Fprintf(&b, "%d %s checked, no finding\n", n, word)
+	} else if unread != "" {
+		fmt.Fprintf(&b, "\n%d %s checked: %d error(s), %d warning(s), %d info%s\n", n, word, r.count(Error), r.count(Warning), r.count(Info), unread)
 	} else {
 		fmt.Fprintf(&b, "\n%d %s checked: %d error(s), %d warning(s), %d info\n", n, word, r.count(Error), r.count(Warning), r.count(Info))
 	}

@@ -29,6 +29,14 @@ func TestLintExitStatus(t *testing.T) {
 	assert.Equal(t, 0, r.code)
 	assert.Equal(t, "1 container checked, no finding\n", r.stdout)
 
+	// An input that could not be read is never summed up as "no finding".
+	r = ncclrun(t, "lint", "no/such/file.yaml")
+	assert.Equal(t, ExitUsage, r.code)
+	assert.Equal(t, "0 containers checked; 1 input could not be read (see stderr)\n", r.stdout)
+	r = ncclrun(t, "lint", lintData+"/rules/nri-unlimited.yaml", "no/such/file.yaml", lintData+"/bad/not-yaml.yaml")
+	assert.Equal(t, ExitUsage, r.code)
+	assert.Equal(t, "1 container checked; 2 inputs could not be read (see stderr)\n", r.stdout)
+
 	r = ncclrun(t, "lint", "--format", "json", lintData+"/bad/not-yaml.yaml", "../../examples/kubernetes/seed-trap.yaml", "no/such/file.yaml")
 	assert.Equal(t, ExitUsage, r.code)
 	require.Len(t, r.errLines(), 2, r.stderr)
