@@ -19,9 +19,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -186,8 +188,23 @@ func readReport(t *testing.T, p string) report {
 	return r
 }
 
+// Each job gets its own rendezvous port: torch 1.13's --standalone always
+// uses localhost:29400, so two jobs side by side (plain and through
+// ncclrun), or one started while an earlier job's agent still shuts down,
+// joined the other's store and never became ready.
 func torchArgs(tr, script string) []string {
-	return []string{tr, "--standalone", "--nproc_per_node", "2", filepath.Join(harness, script)}
+	return []string{tr, "--nnodes", "1", "--rdzv_backend", "c10d", "--rdzv_endpoint", "localhost:" + freePort(),
+		"--rdzv_id", "ncclrun-acceptance-" + freePort(), "--nproc_per_node", "2", filepath.Join(harness, script)}
+}
+
+// freePort returns a TCP port on the loopback that was free a moment ago.
+func freePort() string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(fmt.Sprintf("acceptance: no free loopback port: %v", err))
+	}
+	defer l.Close()
+	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
 }
 
 // Promise: a healthy gloo job behaves through ncclrun as without it, as
