@@ -371,22 +371,7 @@ func (e *criEnv) crictlFlags(args ...string) []string {
 // crictl could not be started at all.
 func (e *criEnv) crictl(t *testing.T, args ...string) result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, criTools.crictl, e.crictlFlags(args...)...)
-	var so, se bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &so, &se
-	err := cmd.Run()
-	r := result{Stdout: so.String(), Stderr: se.String()}
-	var ee *exec.ExitError
-	switch {
-	case err == nil:
-	case errors.As(err, &ee):
-		r.Code = ee.ExitCode()
-	default:
-		t.Fatalf("crictl %s: %v", strings.Join(args, " "), err)
-	}
-	return r
+	return runTool(t, "crictl", criTools.crictl, e.crictlFlags(args...), args)
 }
 
 func (e *criEnv) mustCrictl(t *testing.T, args ...string) string {

@@ -132,9 +132,17 @@ type result struct {
 // keeps a wedged engine from hanging the suite (not a synchronisation).
 func docker(t *testing.T, args ...string) result {
 	t.Helper()
+	return runTool(t, "docker", "docker", args, args)
+}
+
+// runTool runs path with argv under the suite's 5-minute bound and returns
+// its output and exit status; it fails the test (naming the tool and shown
+// args) only when the tool could not be started at all.
+func runTool(t *testing.T, name, path string, argv, shown []string) result {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "docker", args...)
+	cmd := exec.CommandContext(ctx, path, argv...)
 	var so, se bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &so, &se
 	err := cmd.Run()
@@ -145,7 +153,7 @@ func docker(t *testing.T, args ...string) result {
 	case errors.As(err, &ee):
 		r.Code = ee.ExitCode()
 	default:
-		t.Fatalf("docker %s: %v", strings.Join(args, " "), err)
+		t.Fatalf("%s %s: %v", name, strings.Join(shown, " "), err)
 	}
 	return r
 }
