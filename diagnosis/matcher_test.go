@@ -393,6 +393,13 @@ func TestTerminationMessage(t *testing.T) {
 // healthy INFO line whose literal only runs a regex that does not match
 // or sets a marker, cost no allocation (the tap runs on every line).
 func TestFeedAllocationFree(t *testing.T) {
+	if raceEnabled {
+		// The race runtime itself allocates now and then (about 1 run in
+		// 15 here), as Go's own allocation tests note when they skip under
+		// it; make unit runs this package again without -race, where the
+		// assertion holds in full.
+		t.Skip("allocation counts are not exact under the race detector; checked by the run without -race")
+	}
 	lines := [][]byte{
 		[]byte("iteration      100/   10000 | consumed samples:        51200 | lm loss: 6.112E+00 |\n"),
 		[]byte("n001:1101:1190 [0] NCCL INFO Channel 00/24 :    0   7   6   5   4   3   2   1   8  15  14  13  12  11  10   9\n"),
