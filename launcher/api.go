@@ -48,6 +48,13 @@ type Config struct {
 	// without its newline, and must be cheap: it runs on every line of a
 	// burst. Nil: no line is noise.
 	Shed func(line []byte) bool
+	// ShedLines, when set with Shed, is Shed for a run of lines at once,
+	// as the tap's goroutine sheds a burst: p is lines each ending in a
+	// newline; it calls keep with each line (without its newline) that
+	// Shed does not call noise, in order, and returns how many lines it
+	// shed and their bytes, newlines included. It must agree with Shed
+	// line by line (a line over MaxLine is judged whole, then cut).
+	ShedLines func(p []byte, keep func(line []byte)) (lines, size int)
 
 	// User runs the child as this user ("name", "uid", "name:group",
 	// "uid:gid") with the user's own supplementary groups only.

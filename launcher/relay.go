@@ -9,8 +9,8 @@ import (
 	"time"
 )
 
-// relayBufSize is the most the tap takes of a read at a time (a chunk of
-// its queue).
+// relayBufSize is what a test or benchmark writes into the child's pipe
+// at a time: a default pipe's worth.
 const relayBufSize = 64 << 10
 
 // relayReadSize is the size of one read from the child's output: a quarter
@@ -22,22 +22,29 @@ const relayReadSize = 256 << 10
 // childPipeSize is the size asked for the pipes of the child's output.
 const childPipeSize = 1 << 20
 
-// tapQueueLen bounds the tap's queue of copied output: at most
-// tapQueueLen chunks (of at most tapBufSize bytes) wait for OnLine. When it
-// is full, the relay keeps only the lines the tap must not lose (those
-// Config.Shed does not call noise) and sheds the rest; the relay itself
-// never waits for the tap.
-const tapQueueLen = 16
+// tapReadBufSize is a relay's read buffer when the output is tapped: the
+// start of a line carried over from the previous read (at most MaxLine
+// bytes and a newline), then one read. The relay reads into it, writes the
+// read out, and hands the whole lines in it to the tap as they are: the
+// buffer itself is queued, nothing is copied but the carried line.
+const tapReadBufSize = MaxLine + 1 + relayReadSize
 
-// tapReserve more chunks of kept lines may wait beyond tapQueueLen: with
-// the relay's own buffer, ~2 MiB of lines that are not noise (~15000 WARN
-// lines, what a burst with 1 % of them carries in 150 MiB) for a tap that
-// gets no CPU for a while. Only past that are such lines lost (counted).
+// tapQueueLen bounds the tap's queue of read buffers: at most tapQueueLen
+// reads (of at most relayReadSize bytes) wait for OnLine. When it is full,
+// the relay keeps only the lines the tap must not lose (those Config.Shed
+// does not call noise) and sheds the rest; the relay itself never waits
+// for the tap.
+const tapQueueLen = 4
+
+// tapReserve more chunks of kept lines (tapKeptSize each) may wait beyond
+// tapQueueLen: with the relay's own buffer, ~2 MiB of lines that are not
+// noise (~15000 WARN lines, what a burst with 1 % of them carries in
+// 150 MiB) for a tap that gets no CPU for a while. Only past that are such
+// lines lost (counted).
 const tapReserve = 16
 
-// tapBufSize holds a whole read and the start of a line carried over from
-// the previous one.
-const tapBufSize = relayBufSize + MaxLine + 1
+// tapKeptSize is the size of a buffer of kept lines.
+const tapKeptSize = 128 << 10
 
 // The final drain is bounded: once the child's output has ended, noise
 // is shed at once and OnLine gets the kept lines still queued for at most
@@ -56,23 +63,30 @@ const tapPressure = 10 * time.Millisecond
 
 // relayNotify copies r to w byte for byte as it arrives: each read(2) is
 // written out at once, so a partial line or a `\r` progress bar is not held
-// back. A copy of what was read is offered to t (which never blocks). It
-// returns at end of file, at EIO (a pty whose other side is closed) or when
-// a read deadline set by the supervisor passes. It calls onErr (when not
-// nil) once, with the first error writing to w. A write error (EPIPE: the reader of ncclrun's
-// output went away) stops the writing but not the reading: the child's
-// output is drained and discarded (the tap still gets it), so the child
-// never blocks on a full pipe nor dies of SIGPIPE, and runs to its end.
+// back. The whole lines of what was read are offered to t (which never
+// blocks). It returns at end of file, at EIO (a pty whose other side is
+// closed) or when a read deadline set by the supervisor passes. It calls
+// onErr (when not nil) once, with the first error writing to w. A write
+// error (EPIPE: the reader of ncclrun's output went away) stops the writing
+// but not the reading: the child's output is drained and discarded (the
+// tap still gets it), so the child never blocks on a full pipe nor dies of
+// SIGPIPE, and runs to its end.
 func relayNotify(r *os.File, w io.Writer, s Stream, t *tap, onErr func(Stream, error)) {
 	defer r.Close()
 	var ts *tapStream
+	var plain []byte
 	if t != nil {
 		ts = t.stream(s)
 		defer ts.finish()
+	} else {
+		plain = make([]byte, relayReadSize)
 	}
-	buf := make([]byte, relayReadSize)
 	writing := true
 	for {
+		buf := plain
+		if ts != nil {
+			buf = (*ts.cur)[ts.c : ts.c+relayReadSize]
+		}
 		n, err := r.Read(buf)
 		if n > 0 {
 			if writing {
@@ -84,11 +98,7 @@ func relayNotify(r *os.File, w io.Writer, s Stream, t *tap, onErr func(Stream, e
 				}
 			}
 			if ts != nil {
-				for p := buf[:n]; len(p) > 0; {
-					k := min(len(p), relayBufSize)
-					ts.offer(p[:k])
-					p = p[k:]
-				}
+				ts.offer(n)
 			}
 		}
 		if err != nil {
@@ -97,12 +107,15 @@ func relayNotify(r *os.File, w io.Writer, s Stream, t *tap, onErr func(Stream, e
 	}
 }
 
-// tapChunk is whole lines of one stream, each ending in a newline.
+// tapChunk is whole lines of one stream, each ending in a newline, in buf.
 type tapChunk struct {
 	s    Stream
-	buf  *[]byte
-	n    int
-	kept bool // only lines that are not noise (chosen under pressure)
+	buf  *[]byte // a relay's read buffer (back to t.reads), or kept lines (back to t.kept)
+	p    []byte  // the lines, in *buf
+	kept bool    // only lines that are not noise (chosen under pressure)
+	// burst: the read brought more than a default pipe holds (relayBufSize),
+	// so the child writes faster than it is relayed.
+	burst bool
 }
 
 // TapStats is what the tap did not deliver to OnLine.
@@ -120,11 +133,13 @@ type TapStats struct {
 // when the queue is full, by the relay; every other line is kept, within
 // bounds that no training job's output reaches.
 type tap struct {
-	fn   LineFunc
-	shed func([]byte) bool
-	ch   chan tapChunk
-	pool sync.Pool
-	done chan struct{}
+	fn        LineFunc
+	shed      func([]byte) bool
+	shedLines func([]byte, func([]byte)) (int, int) // Config.ShedLines: shed's verdicts for a chunk at once
+	ch        chan tapChunk
+	reads     sync.Pool // read buffers, tapReadBufSize
+	kept      sync.Pool // buffers of kept lines, tapKeptSize
+	done      chan struct{}
 
 	mu       sync.Mutex
 	leftover []tapChunk // kept lines of streams that ended while the queue was full
@@ -138,9 +153,13 @@ type tap struct {
 	lost    atomic.Int64
 }
 
-func newTap(fn LineFunc, shed func([]byte) bool) *tap {
-	t := &tap{fn: fn, shed: shed, ch: make(chan tapChunk, tapQueueLen+tapReserve), done: make(chan struct{}), drainTime: tapDrainTime}
-	t.pool.New = func() any { b := make([]byte, tapBufSize); return &b }
+func newTap(fn LineFunc, shed func([]byte) bool, shedLines func([]byte, func([]byte)) (int, int)) *tap {
+	t := &tap{fn: fn, shed: shed, shedLines: shedLines, ch: make(chan tapChunk, tapQueueLen+tapReserve), done: make(chan struct{}), drainTime: tapDrainTime}
+	if shed == nil {
+		t.shedLines = nil
+	}
+	t.reads.New = func() any { b := make([]byte, tapReadBufSize); return &b }
+	t.kept.New = func() any { b := make([]byte, 0, tapKeptSize); return &b }
 	go t.consume()
 	return t
 }
@@ -149,17 +168,14 @@ func (t *tap) consume() {
 	defer close(t.done)
 	var shed, lost, dropped int64 // this goroutine's counts, added to t's at the end
 	defer func() { t.nShed.Add(shed); t.lost.Add(lost); t.dropped.Add(dropped) }()
-	shedding := false
 	var drainStart time.Time
 	var drainLines, drainBytes int64
-	emit := func(s Stream, line []byte) {
-		closing := t.closing.Load() // per line: a chunk taken before the end may be delivered after it
-		if (shedding || closing) && t.shed != nil && t.shed(line) {
-			shed++
-			dropped += int64(len(line)) + 1
-			return
+	var s Stream // the stream of the chunk being delivered
+	deliver := func(line []byte) {
+		if len(line) > MaxLine {
+			line = line[:MaxLine] // a long line within one read
 		}
-		if closing {
+		if t.closing.Load() { // per line: a chunk taken before the end may be delivered after it
 			if drainStart.IsZero() {
 				drainStart = time.Now()
 			}
@@ -173,31 +189,53 @@ func (t *tap) consume() {
 		}
 		t.fn(s, line)
 	}
-	sp := [3]*lineSplitter{nil, {s: Stdout, emit: emit}, {s: Stderr, emit: emit}}
-	// Under pressure (chunks waiting behind the one taken, or the relay
-	// found the queue full) noise is shed, and it stays shed for
-	// tapPressure after the last sign of it: shedding is a few times
-	// faster than the relay, so the queue empties at once, and delivering
-	// noise again at the first empty queue would only fill it again. In a
-	// burst, the tap's work is then a prefix test a line.
+	// Under pressure (a read of more than relayBufSize, chunks waiting
+	// behind the one taken, or the relay found the queue full) noise is
+	// shed, and it stays shed for tapPressure after the last sign of it:
+	// shedding is a few times faster than the relay, so the queue empties
+	// at once, and delivering noise again at the first empty queue would
+	// only fill it again. In a burst, the tap's work is then a newline
+	// search and a prefix test a line, in one call a chunk (shedLines).
 	var lastPressure time.Time
 	for c := range t.ch {
 		now := time.Now()
-		if len(t.ch) >= 1 || t.full.Swap(false) {
+		if c.burst || len(t.ch) >= 1 || t.full.Swap(false) {
 			lastPressure = now
 		}
-		shedding = !c.kept && (now.Sub(lastPressure) < tapPressure || t.closing.Load())
-		sp[c.s].feed((*c.buf)[:c.n])
-		*c.buf = (*c.buf)[:cap(*c.buf)]
-		t.pool.Put(c.buf)
+		s = c.s
+		shedding := !c.kept && t.shed != nil && (now.Sub(lastPressure) < tapPressure || t.closing.Load())
+		if shedding && t.shedLines != nil {
+			n, size := t.shedLines(c.p, deliver)
+			shed += int64(n)
+			dropped += int64(size)
+		} else {
+			for p := c.p; len(p) > 0; {
+				i := bytes.IndexByte(p, '\n')
+				line := p[:i]
+				p = p[i+1:]
+				if len(line) > MaxLine {
+					line = line[:MaxLine]
+				}
+				if t.shed != nil && (shedding || t.closing.Load()) && t.shed(line) {
+					shed++
+					dropped += int64(len(line)) + 1
+					continue
+				}
+				deliver(line)
+			}
+		}
+		if c.kept {
+			*c.buf = (*c.buf)[:0]
+			t.kept.Put(c.buf)
+		} else {
+			t.reads.Put(c.buf)
+		}
 	}
-	sp[Stdout].flush()
-	sp[Stderr].flush()
 }
 
 // stream is the relay side of the tap for one of the child's streams.
 func (t *tap) stream(s Stream) *tapStream {
-	return &tapStream{t: t, s: s, carry: make([]byte, 0, MaxLine+1)}
+	return &tapStream{t: t, s: s, cur: t.reads.Get().(*[]byte)}
 }
 
 // close ends the tap after all relays returned and waits until what is
@@ -219,127 +257,141 @@ func (t *tap) close() TapStats {
 // costs whole lines, never half of one (the start of a cut line must not
 // reach the matcher: "[receive] via NET/IB/0/GDRDMA" cut after "IB/0"
 // reads as GPUDirect missing on that connection).
+//
+// The relay reads into (*cur)[c:]: the first c bytes are the line being
+// written (what followed the last newline), or, when skip is set, the
+// first MaxLine bytes of a line that outgrew MaxLine and a newline.
 type tapStream struct {
 	t     *tap
 	s     Stream
-	carry []byte  // the line being written: what followed the last newline (at most MaxLine bytes)
-	skip  bool    // that line outgrew MaxLine: its start was queued cut, the rest up to its newline is skipped
+	cur   *[]byte // the relay's read buffer (tapReadBufSize)
+	spare *[]byte // the next one, when the tap did not take the last
+	c     int     // bytes carried at its start
+	skip  bool    // the carried line outgrew MaxLine: the rest up to its newline is skipped
 	kept  *[]byte // lines kept while the queue was full, waiting for room
 
 	shed, lost, dropped int64 // counted by the relay goroutine, added to t's by finish
 }
 
-func (ts *tapStream) offer(p []byte) {
-	if ts.skip {
-		i := bytes.IndexByte(p, '\n')
+// offer takes the n bytes the relay just read into (*cur)[c:].
+func (ts *tapStream) offer(n int) {
+	b := *ts.cur
+	end := ts.c + n
+	cut := ts.skip
+	if cut {
+		i := bytes.IndexByte(b[ts.c:end], '\n')
 		if i < 0 {
-			return
+			return // still inside the long line: the read is dropped, the cut start stays
 		}
 		ts.skip = false
-		p = p[i+1:]
+		end = ts.c + copy(b[ts.c:], b[ts.c+i+1:end]) // rare: a line over MaxLine
 	}
-	j := bytes.LastIndexByte(p, '\n')
-	if j < 0 {
-		ts.hold(p)
+	// The carried bytes hold no newline but the cut line's own.
+	j := bytes.LastIndexByte(b[ts.c:end], '\n')
+	if j >= 0 {
+		j += ts.c
+	} else if cut {
+		j = ts.c - 1
+	}
+	if j < 0 { // no whole line yet
+		ts.c = end
+		ts.cutLong()
 		return
 	}
-	ts.push(p[:j+1])
-	ts.hold(p[j+1:])
+	// The tail (the start of the next line) moves to the front of the next
+	// read buffer before the lines are queued: once queued, the buffer is
+	// the tap's, which may hand it to the other stream's relay.
+	tail := b[j+1 : end]
+	next := ts.spare
+	if next == nil {
+		next = ts.t.reads.Get().(*[]byte)
+	}
+	ts.spare = nil
+	ts.c = copy(*next, tail)
+	if ts.push(b[:j+1], n > relayBufSize) {
+		ts.cur = next
+	} else { // the lines were triaged here: the buffer stays this relay's
+		ts.spare = next
+		copy(b, tail)
+	}
+	ts.cutLong()
 }
 
-// hold appends the start of a line to carry; a line longer than MaxLine
-// is queued cut to its first MaxLine bytes (as lineSplitter cuts it).
-func (ts *tapStream) hold(p []byte) {
-	if room := MaxLine - len(ts.carry); len(p) > room {
-		ts.carry = append(ts.carry, p[:room]...)
-		ts.carry = append(ts.carry, '\n')
-		ts.push(nil)
+// cutLong cuts a carried line longer than MaxLine to its first MaxLine
+// bytes and a newline (as OnLine gets it); the rest up to its newline is
+// skipped.
+func (ts *tapStream) cutLong() {
+	if ts.c > MaxLine {
+		(*ts.cur)[MaxLine] = '\n'
+		ts.c = MaxLine + 1
 		ts.skip = true
-		return
 	}
-	ts.carry = append(ts.carry, p...)
 }
 
-// push queues carry followed by whole (whole lines, or nil when carry
-// ends in its own newline) and empties carry.
-func (ts *tapStream) push(whole []byte) {
+// push queues lines (whole lines in *cur; burst when they came with a
+// read of more than relayBufSize), true when the tap took the buffer;
+// else the lines that are not noise were copied into kept and the rest
+// shed.
+func (ts *tapStream) push(lines []byte, burst bool) bool {
 	t := ts.t
-	defer func() { ts.carry = ts.carry[:0] }()
 	if ts.kept != nil {
 		ts.flushKept() // kept lines go first: lines reach OnLine in order
 	}
 	if ts.kept == nil && len(t.ch) < tapQueueLen {
-		b := t.pool.Get().(*[]byte)
-		n := copy(*b, ts.carry)
-		n += copy((*b)[n:], whole)
 		select {
-		case t.ch <- tapChunk{s: ts.s, buf: b, n: n}:
-			return
+		case t.ch <- tapChunk{s: ts.s, buf: ts.cur, p: lines, burst: burst}:
+			return true
 		default:
-			t.pool.Put(b)
 		}
 	}
 	// The queue is full: keep what is not noise, shed the rest.
 	t.full.Store(true)
-	if len(ts.carry) > 0 {
-		i := bytes.IndexByte(whole, '\n')
-		if i >= 0 {
-			// The first line is carry and whole's first segment; a line
-			// longer than MaxLine is judged by its first MaxLine bytes.
-			if room := cap(ts.carry) - 1 - len(ts.carry); room > 0 {
-				ts.carry = append(ts.carry, whole[:min(i, room)]...)
-			}
-			ts.triage(ts.carry)
-			whole = whole[i+1:]
-		} else { // carry ends in a newline of its own
-			ts.triage(ts.carry[:len(ts.carry)-1])
-		}
-	}
-	for len(whole) > 0 {
-		i := bytes.IndexByte(whole, '\n')
-		if !ts.triage(whole[:i]) {
-			// Saturated: no room for kept lines. The rest of the chunk is
-			// only counted (shed or lost), not copied.
-			for whole = whole[i+1:]; len(whole) > 0; {
-				j := bytes.IndexByte(whole, '\n')
-				if t.shed != nil && t.shed(whole[:j]) {
+	for len(lines) > 0 {
+		i := bytes.IndexByte(lines, '\n')
+		line := lines[:i]
+		lines = lines[i+1:]
+		if !ts.triage(line) {
+			// Saturated: no room for kept lines. The rest is only
+			// counted (shed or lost), not copied.
+			for len(lines) > 0 {
+				j := bytes.IndexByte(lines, '\n')
+				if t.shed != nil && t.shed(lines[:j]) {
 					ts.shed++
 				} else {
 					ts.lost++
 				}
 				ts.dropped += int64(j) + 1
-				whole = whole[j+1:]
+				lines = lines[j+1:]
 			}
 			break
 		}
-		whole = whole[i+1:]
 	}
 	if ts.kept != nil && len(*ts.kept) >= cap(*ts.kept)/2 {
 		// Only well-filled buffers take the reserve's slots, so that its
 		// chunks hold what tapReserve says.
 		ts.flushKept()
 	}
+	return false
 }
 
 // triage keeps line (without its newline) or sheds it; false when it was
-// lost instead: no room is left for kept lines.
+// lost instead: no room is left for kept lines. A line longer than MaxLine
+// is judged and kept by its first MaxLine bytes.
 func (ts *tapStream) triage(line []byte) bool {
 	t := ts.t
+	if len(line) > MaxLine {
+		line = line[:MaxLine]
+	}
 	if t.shed != nil && t.shed(line) {
 		ts.shed++
 		ts.dropped += int64(len(line)) + 1
 		return true
 	}
-	if len(line) > MaxLine {
-		line = line[:MaxLine]
-	}
 	if ts.kept != nil && len(*ts.kept)+len(line)+1 > cap(*ts.kept) {
 		ts.flushKept()
 	}
 	if ts.kept == nil {
-		b := t.pool.Get().(*[]byte)
-		*b = (*b)[:0]
-		ts.kept = b
+		ts.kept = t.kept.Get().(*[]byte)
 	}
 	if len(*ts.kept)+len(line)+1 > cap(*ts.kept) {
 		ts.lost++ // the reserve and this buffer are full
@@ -358,12 +410,11 @@ func (ts *tapStream) flushKept() {
 	}
 	if len(*b) == 0 {
 		ts.kept = nil
-		*b = (*b)[:cap(*b)]
-		ts.t.pool.Put(b)
+		ts.t.kept.Put(b)
 		return
 	}
 	select {
-	case ts.t.ch <- tapChunk{s: ts.s, buf: b, n: len(*b), kept: true}:
+	case ts.t.ch <- tapChunk{s: ts.s, buf: b, p: *b, kept: true}:
 		ts.kept = nil
 	default:
 	}
@@ -372,84 +423,30 @@ func (ts *tapStream) flushKept() {
 // finish queues what is left when the stream ends: kept lines, and a last
 // line that had no newline.
 func (ts *tapStream) finish() {
-	if len(ts.carry) > 0 && !ts.skip {
-		ts.carry = append(ts.carry, '\n')
-		ts.push(nil)
+	if ts.c > 0 {
+		if !ts.skip {
+			(*ts.cur)[ts.c] = '\n'
+			ts.c++
+		}
+		if !ts.push((*ts.cur)[:ts.c], false) {
+			ts.t.reads.Put(ts.cur)
+		}
+	} else {
+		ts.t.reads.Put(ts.cur)
+	}
+	ts.cur = nil
+	if ts.spare != nil {
+		ts.t.reads.Put(ts.spare)
+		ts.spare = nil
 	}
 	ts.flushKept()
 	if ts.kept != nil { // no room: close queues it, once the tap drains fast
 		ts.t.mu.Lock()
-		ts.t.leftover = append(ts.t.leftover, tapChunk{s: ts.s, buf: ts.kept, n: len(*ts.kept), kept: true})
+		ts.t.leftover = append(ts.t.leftover, tapChunk{s: ts.s, buf: ts.kept, p: *ts.kept, kept: true})
 		ts.t.mu.Unlock()
 		ts.kept = nil
 	}
 	ts.t.nShed.Add(ts.shed)
 	ts.t.lost.Add(ts.lost)
 	ts.t.dropped.Add(ts.dropped)
-}
-
-// lineSplitter cuts a byte stream into lines with bounded memory: at most
-// MaxLine bytes are held. A longer line is delivered cut to its first
-// MaxLine bytes as soon as it grows past them, and the rest up to the next
-// newline is skipped.
-type lineSplitter struct {
-	s    Stream
-	emit LineFunc
-	buf  []byte
-	skip bool // inside a line that was already delivered cut
-}
-
-func (l *lineSplitter) feed(p []byte) {
-	if l.buf == nil {
-		l.buf = make([]byte, 0, MaxLine) // never grows: appends stop at MaxLine
-	}
-	for len(p) > 0 {
-		i := bytes.IndexByte(p, '\n')
-		seg := p
-		if i >= 0 {
-			seg, p = p[:i], p[i+1:]
-		} else {
-			p = nil
-		}
-		if !l.skip {
-			switch room := MaxLine - len(l.buf); {
-			case i >= 0 && len(l.buf) == 0 && len(seg) <= MaxLine:
-				l.emit(l.s, seg) // whole line in one chunk: no copy
-			case len(seg) > room:
-				l.buf = append(l.buf, seg[:room]...)
-				l.emit(l.s, l.buf)
-				l.buf = l.buf[:0]
-				l.skip = true
-			default:
-				l.buf = append(l.buf, seg...)
-				if i >= 0 {
-					l.emit(l.s, l.buf)
-					l.buf = l.buf[:0]
-				}
-			}
-		}
-		if i >= 0 {
-			l.skip = false
-		}
-	}
-}
-
-// gap records that bytes were lost before the next feed: the line the gap
-// cut into is not what the child wrote, so its held start is dropped and
-// the rest of it (up to the next newline) is skipped. Delivering the start
-// would let the matcher read a made-up line: a healthy
-// "[receive] via NET/IB/0/GDRDMA" cut after "IB/0" reads as GPUDirect
-// missing on that connection.
-func (l *lineSplitter) gap() {
-	l.buf = l.buf[:0]
-	l.skip = true
-}
-
-// flush delivers a last line that had no newline.
-func (l *lineSplitter) flush() {
-	if len(l.buf) > 0 && !l.skip {
-		l.emit(l.s, l.buf)
-	}
-	l.buf = l.buf[:0]
-	l.skip = false
 }

@@ -94,7 +94,7 @@ func BenchmarkRelay(b *testing.B) {
 			}
 			var t *tap
 			if tc.onLine != nil {
-				t = newTap(tc.onLine, nil)
+				t = newTap(tc.onLine, nil, nil)
 			}
 			b.SetBytes(benchChunk)
 			b.ResetTimer()
@@ -107,28 +107,6 @@ func BenchmarkRelay(b *testing.B) {
 			b.StopTimer()
 			b.ReportMetric(float64(dropped)/float64(b.N), "dropped/op")
 		})
-	}
-}
-
-// BenchmarkLineSplitter measures cutting relayed chunks into lines for
-// OnLine; MB/s is bytes split.
-func BenchmarkLineSplitter(b *testing.B) {
-	block := ncclBlock(4 << 20)
-	n := 0
-	l := &lineSplitter{s: Stdout, emit: func(Stream, []byte) { n++ }}
-	b.SetBytes(relayBufSize)
-	b.ResetTimer()
-	off := 0
-	for i := 0; i < b.N; i++ {
-		if off+relayBufSize > len(block) {
-			off = 0
-		}
-		l.feed(block[off : off+relayBufSize])
-		off += relayBufSize
-	}
-	l.flush()
-	if n == 0 {
-		b.Fatal("no line emitted")
 	}
 }
 
@@ -210,7 +188,7 @@ func BenchmarkTapBurst(b *testing.B) {
 				sf = infoNoise
 			}
 			out, wait := drainPipe(b)
-			t := newTap(fn, sf)
+			t := newTap(fn, sf, nil)
 			n := max(1, b.N*benchChunk/len(block)) // whole blocks, so WARN lines can be counted
 			b.SetBytes(int64(n * len(block) / b.N))
 			b.ResetTimer()

@@ -19,6 +19,21 @@ import (
 // infoNoise is the tests' Shed: NCCL INFO lines are noise.
 func infoNoise(line []byte) bool { return bytes.Contains(line, []byte(" NCCL INFO ")) }
 
+// infoNoiseLines is the tests' ShedLines: infoNoise for each line of p.
+func infoNoiseLines(p []byte, keep func([]byte)) (n, size int) {
+	for len(p) > 0 {
+		i := bytes.IndexByte(p, '\n')
+		if infoNoise(p[:i]) {
+			n++
+			size += i + 1
+		} else {
+			keep(p[:i])
+		}
+		p = p[i+1:]
+	}
+	return n, size
+}
+
 // burst returns n lines of NCCL INFO with a WARN line every warnEvery
 // lines (numbered, so each can be told apart), and the WARN count.
 func burst(n, warnEvery int) ([]byte, int) {
@@ -61,8 +76,14 @@ func relayBurst(t *testing.T, data []byte, chunk int, out *countWriter, tp *tap)
 // lines are shed. Lines are counted, nothing is timed.
 func TestTapKeepsEveryWarnLineOfABurst(t *testing.T) {
 	data, warns := burst(600_000, 1000)
-	for _, chunk := range []int{relayBufSize, 4096, 1000} { // reads whole, and cut inside lines
-		t.Run(fmt.Sprint(chunk), func(t *testing.T) {
+	for _, tc := range []struct {
+		chunk     int
+		shedLines func([]byte, func([]byte)) (int, int)
+	}{ // reads whole, and cut inside lines; the tap shedding line by line or a chunk at once
+		{relayBufSize, nil}, {4096, nil}, {1000, nil}, {relayBufSize, infoNoiseLines}, {1000, infoNoiseLines},
+	} {
+		chunk := tc.chunk
+		t.Run(fmt.Sprintf("%d/lines=%v", chunk, tc.shedLines != nil), func(t *testing.T) {
 			out := &countWriter{want: len(data), full: make(chan struct{})}
 			var once sync.Once
 			var got []string
@@ -74,7 +95,7 @@ func TestTapKeepsEveryWarnLineOfABurst(t *testing.T) {
 				} else {
 					info++
 				}
-			}, infoNoise)
+			}, infoNoise, tc.shedLines)
 			tp.drainTime = time.Hour // every line counts here, however slow the machine
 			relayBurst(t, data, chunk, out, tp)
 			st := tp.close()
@@ -103,7 +124,7 @@ func TestTapKeepsEverythingWhenOnLineKeepsUp(t *testing.T) {
 	tp := newTap(func(_ Stream, line []byte) {
 		lines = append(lines, string(line))
 		delivered <- struct{}{}
-	}, infoNoise)
+	}, infoNoise, infoNoiseLines)
 	r, w, err := os.Pipe()
 	require.NoError(t, err)
 	go func() {
@@ -161,7 +182,7 @@ func TestTapFinalDrainIsBounded(t *testing.T) {
 		if got == tapDrainLines+1 {
 			time.Sleep(2 * tapDrainTime) // a slow line: the time bound passes
 		}
-	}, infoNoise)
+	}, infoNoise, infoNoiseLines)
 	relayBurst(t, data, relayBufSize, out, tp)
 	res := make(chan TapStats)
 	go func() { res <- tp.close() }()
@@ -173,4 +194,104 @@ func TestTapFinalDrainIsBounded(t *testing.T) {
 	assert.GreaterOrEqual(t, got, tapDrainLines, "the first lines after the end are always delivered")
 	assert.Less(t, got, warns/2, "the rest is not waited for")
 	assert.Equal(t, int64(warns-got), st.Lost, "what was not delivered is counted lost")
+}
+
+// tapLines feeds chunks to a tapStream as the relay does, each chunk read
+// by one read(2) (or several, when longer than a read), and returns what
+// OnLine got, in order.
+func tapLines(t *testing.T, chunks []string) []string {
+	t.Helper()
+	var got []string
+	tp := newTap(func(_ Stream, l []byte) { got = append(got, string(l)) }, nil, nil)
+	tp.drainTime = time.Hour
+	ts := tp.stream(Stdout)
+	for _, c := range chunks {
+		for p := c; len(p) > 0; {
+			k := copy((*ts.cur)[ts.c:ts.c+relayReadSize], p)
+			ts.offer(k)
+			require.LessOrEqual(t, ts.c, MaxLine+1, "the carried line is bounded")
+			p = p[k:]
+		}
+	}
+	ts.finish()
+	st := tp.close()
+	require.Equal(t, TapStats{}, st)
+	return got
+}
+
+// TestTapLines: what the relay reads is cut into lines for OnLine as it
+// arrives, whatever the reads' boundaries; a line over MaxLine reaches
+// OnLine cut to its first MaxLine bytes.
+func TestTapLines(t *testing.T) {
+	long := strings.Repeat("y", MaxLine+10)
+	exact := strings.Repeat("e", MaxLine)
+	huge := strings.Repeat("h", 3*relayReadSize+7)
+	tests := []struct {
+		name   string
+		chunks []string
+		want   []string
+	}{
+		{"simple", []string{"a\nb\n"}, []string{"a", "b"}},
+		{"split across reads", []string{"he", "llo\nwor", "ld\n"}, []string{"hello", "world"}},
+		{"empty lines", []string{"\n\n"}, []string{"", ""}},
+		{"no trailing newline", []string{"tail"}, []string{"tail"}},
+		{"no trailing newline after lines", []string{"a\nta", "il"}, []string{"a", "tail"}},
+		{"carriage return kept", []string{"a\r\n"}, []string{"a\r"}},
+		{"long line cut", []string{long + "\nnext\n"}, []string{long[:MaxLine], "next"}},
+		{"long line over reads", []string{long[:100], long[100:], "\nz"}, []string{long[:MaxLine], "z"}},
+		{"long line then lines in one read", []string{"a\n" + long[:100], long[100:] + "\nb\nc"}, []string{"a", long[:MaxLine], "b", "c"}},
+		{"long line without newline at the end", []string{"a\n" + long}, []string{"a", long[:MaxLine]}},
+		{"a line longer than a read", []string{huge + "\nb\n"}, []string{huge[:MaxLine], "b"}},
+		{"exactly MaxLine not cut", []string{exact, "\n"}, []string{exact}},
+		{"exactly MaxLine in one read", []string{exact + "\n"}, []string{exact}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, tapLines(t, tt.chunks))
+		})
+	}
+}
+
+// TestTapBoundedOnHugeLine: a 1 GiB line without a newline costs no more
+// than the relay's buffer; OnLine gets its first MaxLine bytes.
+func TestTapBoundedOnHugeLine(t *testing.T) {
+	chunk := strings.Repeat("q", relayReadSize)
+	chunks := make([]string, 0, (1<<30)/relayReadSize+1)
+	for i := 0; i < (1<<30)/relayReadSize; i++ {
+		chunks = append(chunks, chunk)
+	}
+	got := tapLines(t, append(chunks, "\nafter\n"))
+	require.Len(t, got, 2)
+	assert.Len(t, got[0], MaxLine)
+	assert.Equal(t, "after", got[1])
+}
+
+func FuzzTapLines(f *testing.F) {
+	f.Add([]byte("a\nb\r\nc"), uint16(3))
+	f.Add(bytes.Repeat([]byte("x"), MaxLine+10), uint16(7000))
+	f.Add([]byte("\n\n\n"), uint16(1))
+	f.Fuzz(func(t *testing.T, data []byte, chunk uint16) {
+		n := int(chunk)%4096 + 1
+		var chunks []string
+		for p := data; len(p) > 0; {
+			k := min(n, len(p))
+			chunks = append(chunks, string(p[:k]))
+			p = p[k:]
+		}
+		got := tapLines(t, chunks)
+		// Every line is delivered: whole when short, cut to MaxLine when long.
+		want := strings.Split(string(data), "\n")
+		if len(want) > 0 && want[len(want)-1] == "" {
+			want = want[:len(want)-1]
+		}
+		for i, w := range want {
+			if len(w) > MaxLine {
+				want[i] = w[:MaxLine]
+			}
+		}
+		if len(want) == 0 {
+			want = nil
+		}
+		require.Equal(t, want, got)
+	})
 }

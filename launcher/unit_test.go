@@ -1,10 +1,8 @@
 package launcher
 
 import (
-	"bytes"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -95,58 +93,6 @@ func TestMPIRunArgs(t *testing.T) {
 		assert.Equal(t, append(x, user...), MPIRunArgs(unknown, user, added))
 		assert.Equal(t, user, MPIRunArgs(mpich, user, added), "a Hydra sibling outweighs OPAL_PREFIX")
 	})
-}
-
-func TestLineSplitter(t *testing.T) {
-	long := strings.Repeat("y", MaxLine+10)
-	exact := strings.Repeat("e", MaxLine)
-	tests := []struct {
-		name   string
-		chunks []string
-		gapAt  int // feed index before which data was dropped; -1 none
-		want   []string
-	}{
-		{"simple", []string{"a\nb\n"}, -1, []string{"a", "b"}},
-		{"split across chunks", []string{"he", "llo\nwor", "ld\n"}, -1, []string{"hello", "world"}},
-		{"empty lines", []string{"\n\n"}, -1, []string{"", ""}},
-		{"no trailing newline", []string{"tail"}, -1, []string{"tail"}},
-		{"carriage return kept", []string{"a\r\n"}, -1, []string{"a\r"}},
-		{"long line cut", []string{long + "\nnext\n"}, -1, []string{long[:MaxLine], "next"}},
-		{"long line over chunks", []string{long[:100], long[100:], "\nz"}, -1, []string{long[:MaxLine], "z"}},
-		{"exactly MaxLine not cut", []string{exact, "\n"}, -1, []string{exact}},
-		{"gap drops the cut line whole", []string{"par", "tial\nok\n"}, 1, []string{"ok"}},
-		{"after a gap the first line may be a tail: skipped", []string{"a\n", "b\nc\n"}, 1, []string{"a", "c"}},
-		{"gap inside a line skips to its end", []string{"a\nve", "ry\nc\n"}, 1, []string{"a", "c"}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			var got []string
-			l := &lineSplitter{s: Stdout, emit: func(_ Stream, b []byte) { got = append(got, string(b)) }}
-			for i, c := range tt.chunks {
-				if i == tt.gapAt {
-					l.gap()
-				}
-				l.feed([]byte(c))
-			}
-			l.flush()
-			assert.Equal(t, tt.want, got)
-		})
-	}
-}
-
-func TestLineSplitterBoundedOnHugeLine(t *testing.T) {
-	var got [][]byte
-	l := &lineSplitter{s: Stderr, emit: func(_ Stream, b []byte) { got = append(got, bytes.Clone(b)) }}
-	chunk := bytes.Repeat([]byte{'q'}, relayBufSize)
-	for i := 0; i < (1<<30)/relayBufSize; i++ { // a 1 GiB line
-		l.feed(chunk)
-		require.LessOrEqual(t, cap(l.buf), MaxLine)
-	}
-	l.feed([]byte("\nafter\n"))
-	require.Len(t, got, 2)
-	assert.Len(t, got[0], MaxLine)
-	assert.Equal(t, "after", string(got[1]))
-	assert.Equal(t, MaxLine, cap(l.buf), "the buffer never grew")
 }
 
 func TestParseStat(t *testing.T) {

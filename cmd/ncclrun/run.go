@@ -310,6 +310,7 @@ func supervise(e *env, j runJob, p childPlan, w *watch, term <-chan os.Signal) (
 	// When the matcher falls behind a burst, the tap sheds NCCL's per-channel
 	// INFO noise and keeps every other line (WARN lines, errors).
 	cfg.Shed = diagnosis.Noise
+	cfg.ShedLines = diagnosis.NoiseLines
 	cfg.OnOutputError = func(st launcher.Stream, err error) {
 		name := "stdout"
 		if st == launcher.Stderr {
