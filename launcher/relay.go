@@ -58,6 +58,8 @@ const (
 	tapDrainLines = 128
 )
 
+var newline = []byte{'\n'}
+
 // tapPressure is how long noise stays shed after the tap last fell behind.
 const tapPressure = 10 * time.Millisecond
 
@@ -170,7 +172,8 @@ func (t *tap) consume() {
 	defer func() { t.nShed.Add(shed); t.lost.Add(lost); t.dropped.Add(dropped) }()
 	var drainStart time.Time
 	var drainLines, drainBytes int64
-	var s Stream // the stream of the chunk being delivered
+	drained := false // the final drain's bounds were reached: every line from now on is lost
+	var s Stream     // the stream of the chunk being delivered
 	deliver := func(line []byte) {
 		if len(line) > MaxLine {
 			line = line[:MaxLine] // a long line within one read
@@ -179,7 +182,8 @@ func (t *tap) consume() {
 			if drainStart.IsZero() {
 				drainStart = time.Now()
 			}
-			if drainLines >= tapDrainLines && (drainBytes >= tapDrainBytes || time.Since(drainStart) >= t.drainTime) {
+			if drained || drainLines >= tapDrainLines && (drainBytes >= tapDrainBytes || time.Since(drainStart) >= t.drainTime) {
+				drained = true
 				lost++
 				dropped += int64(len(line)) + 1
 				return
@@ -204,7 +208,12 @@ func (t *tap) consume() {
 		}
 		s = c.s
 		shedding := !c.kept && t.shed != nil && (now.Sub(lastPressure) < tapPressure || t.closing.Load())
-		if shedding && t.shedLines != nil {
+		if drained && c.kept {
+			// Kept lines are not noise: all of them are lost, counted at
+			// once (the final drain must not cost a step a line).
+			lost += int64(bytes.Count(c.p, newline))
+			dropped += int64(len(c.p))
+		} else if shedding && t.shedLines != nil {
 			n, size := t.shedLines(c.p, deliver)
 			shed += int64(n)
 			dropped += int64(size)
