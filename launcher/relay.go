@@ -29,12 +29,19 @@ const childPipeSize = 1 << 20
 // buffer itself is queued, nothing is copied but the carried line.
 const tapReadBufSize = MaxLine + 1 + relayReadSize
 
-// tapQueueLen bounds the tap's queue of read buffers: at most tapQueueLen
-// reads (of at most relayReadSize bytes) wait for OnLine. When it is full,
-// the relay keeps only the lines the tap must not lose (those Config.Shed
-// does not call noise) and sheds the rest; the relay itself never waits
-// for the tap.
-const tapQueueLen = 4
+// tapQueueLen bounds the tap's queue of output: at most tapQueueLen chunks
+// of lines wait for OnLine, tapQueueBufs of them at most read buffers
+// handed over whole (reads of more than relayBufSize: a burst), the others
+// small reads copied into buffers of tapKeptSize (the read buffer stays
+// with the relay: an output that comes in reads of 64 KiB or less gets as
+// many chunks as before, and does not hold 320 KiB a read). When it is
+// full, the relay keeps only the lines the tap must not lose (those
+// Config.Shed does not call noise) and sheds the rest; the relay itself
+// never waits for the tap.
+const (
+	tapQueueLen  = 16
+	tapQueueBufs = 4
+)
 
 // tapReserve more chunks of kept lines (tapKeptSize each) may wait beyond
 // tapQueueLen: with the relay's own buffer, ~2 MiB of lines that are not
@@ -43,7 +50,8 @@ const tapQueueLen = 4
 // lines lost (counted).
 const tapReserve = 16
 
-// tapKeptSize is the size of a buffer of kept lines.
+// tapKeptSize is the size of a buffer of kept lines or of a small read's
+// lines.
 const tapKeptSize = 128 << 10
 
 // The final drain is bounded: once the child's output has ended, noise
@@ -115,6 +123,8 @@ type tapChunk struct {
 	buf  *[]byte // a relay's read buffer (back to t.reads), or kept lines (back to t.kept)
 	p    []byte  // the lines, in *buf
 	kept bool    // only lines that are not noise (chosen under pressure)
+	// small: buf is a copy of a small read's lines (back to t.kept)
+	small bool
 	// burst: the read brought more than a default pipe holds (relayBufSize),
 	// so the child writes faster than it is relayed.
 	burst bool
@@ -139,8 +149,9 @@ type tap struct {
 	shed      func([]byte) bool
 	shedLines func([]byte, func([]byte)) (int, int) // Config.ShedLines: shed's verdicts for a chunk at once
 	ch        chan tapChunk
-	reads     sync.Pool // read buffers, tapReadBufSize
-	kept      sync.Pool // buffers of kept lines, tapKeptSize
+	reads     sync.Pool    // read buffers, tapReadBufSize
+	kept      sync.Pool    // buffers of kept lines and of small reads' lines, tapKeptSize
+	bufsOut   atomic.Int32 // read buffers in the queue
 	done      chan struct{}
 
 	mu       sync.Mutex
@@ -233,11 +244,12 @@ func (t *tap) consume() {
 				deliver(line)
 			}
 		}
-		if c.kept {
+		if c.kept || c.small {
 			*c.buf = (*c.buf)[:0]
 			t.kept.Put(c.buf)
 		} else {
 			t.reads.Put(c.buf)
+			t.bufsOut.Add(-1)
 		}
 	}
 }
@@ -338,19 +350,33 @@ func (ts *tapStream) cutLong() {
 }
 
 // push queues lines (whole lines in *cur; burst when they came with a
-// read of more than relayBufSize), true when the tap took the buffer;
-// else the lines that are not noise were copied into kept and the rest
-// shed.
+// read of more than relayBufSize, handed over in *cur, else copied), true
+// when the tap took the buffer; else the lines were copied, or the lines
+// that are not noise were copied into kept and the rest shed.
 func (ts *tapStream) push(lines []byte, burst bool) bool {
 	t := ts.t
 	if ts.kept != nil {
 		ts.flushKept() // kept lines go first: lines reach OnLine in order
 	}
 	if ts.kept == nil && len(t.ch) < tapQueueLen {
-		select {
-		case t.ch <- tapChunk{s: ts.s, buf: ts.cur, p: lines, burst: burst}:
-			return true
-		default:
+		if !burst && len(lines) <= tapKeptSize {
+			b := t.kept.Get().(*[]byte)
+			*b = append((*b)[:0], lines...)
+			select {
+			case t.ch <- tapChunk{s: ts.s, buf: b, p: *b, small: true}:
+				return false
+			default:
+				t.kept.Put(b)
+			}
+		} else if t.bufsOut.Add(1) <= tapQueueBufs {
+			select {
+			case t.ch <- tapChunk{s: ts.s, buf: ts.cur, p: lines, burst: burst}:
+				return true
+			default:
+			}
+			t.bufsOut.Add(-1)
+		} else {
+			t.bufsOut.Add(-1)
 		}
 	}
 	// The queue is full: keep what is not noise, shed the rest.
