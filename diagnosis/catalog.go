@@ -257,7 +257,7 @@ type Catalog struct {
 type centry struct {
 	Entry
 	idx     int
-	not     []*regexp.Regexp
+	not     []guard
 	notLit  [][]byte       // negative patterns that are plain literals (searched, not run)
 	markers map[string]int // marker name -> global pattern index
 	// adequateMarker is AdequateMarker's global pattern index, -1 none.
@@ -270,8 +270,9 @@ type cpattern struct {
 	idx          int // in Catalog.pats
 	entry        *centry
 	re           *regexp.Regexp
+	rePre        []byte   // re's literal prefix, searched before re runs (match.go)
 	branches     []branch // re as branches with literal starts, when that helps (match.go)
-	not          []*regexp.Regexp
+	not          []guard
 	notLit       [][]byte // negative patterns that are plain literals
 	prio         int
 	certainty    string
@@ -483,8 +484,9 @@ func NewCatalog(entries []Entry) (*Catalog, error) {
 		owners = append(owners, len(c.pats)+k)
 	}
 	c.ac = newAhoCorasick(lits, owners)
+	gc := newGramChooser()
 	for _, cp := range c.pats {
-		cp.grams, cp.gramsOK = patternGrams(&cp.Pattern)
+		cp.grams, cp.gramsOK = gc.patternGrams(&cp.Pattern)
 	}
 	c.filter = buildGramFilter(c.pats, func(int) bool { return true })
 	return c, nil
@@ -508,7 +510,7 @@ func compilePattern(ce *centry, p Pattern) (*cpattern, error) {
 	if len(p.Literals) == 0 {
 		return nil, fmt.Errorf("%w: %s: %q has no literals for the prefilter", ErrCatalog, where, p.Re)
 	}
-	branches, err := splitBranches(p.Re)
+	branches, err := splitBranches(p.Re, re)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %q: %w", ErrCatalog, where, p.Re, err)
 	}
@@ -517,7 +519,7 @@ func compilePattern(ce *centry, p Pattern) (*cpattern, error) {
 			return nil, fmt.Errorf("%w: %s: empty literal", ErrCatalog, where)
 		}
 	}
-	cp := &cpattern{Pattern: p, entry: ce, re: re, branches: branches, prio: ce.Priority, certainty: ce.Certainty, requires: -1, certainWith: -1, after: map[string]bool{}}
+	cp := &cpattern{Pattern: p, entry: ce, re: re, rePre: literalPrefix(re), branches: branches, prio: ce.Priority, certainty: ce.Certainty, requires: -1, certainWith: -1, after: map[string]bool{}}
 	for _, a := range ce.After {
 		cp.after[a] = true
 	}
@@ -555,11 +557,11 @@ func compilePattern(ce *centry, p Pattern) (*cpattern, error) {
 // (regexp.LiteralPrefix complete) goes to lits, to be searched with
 // bytes.Contains before the pattern's own regular expression runs (same
 // result, a fraction of the cost); the others to res.
-func addNot(res []*regexp.Regexp, lits [][]byte, re *regexp.Regexp) ([]*regexp.Regexp, [][]byte) {
+func addNot(res []guard, lits [][]byte, re *regexp.Regexp) ([]guard, [][]byte) {
 	if lit, complete := re.LiteralPrefix(); complete && lit != "" {
 		return res, append(lits, []byte(lit))
 	}
-	return append(res, re), lits
+	return append(res, guard{re: re, pre: literalPrefix(re)}), lits
 }
 
 // markerIndex resolves a marker name ("name" in cp's entry, or

@@ -1,6 +1,7 @@
 package diagnosis
 
 import (
+	"bytes"
 	"regexp"
 	"regexp/syntax"
 )
@@ -23,22 +24,52 @@ import (
 // position where a word boundary holds when bound is set.
 type branch struct {
 	re    *regexp.Regexp
+	pre   []byte // re's literal prefix (literalPrefix)
 	bound bool
+}
+
+// guard is a negative pattern that is not a plain literal, with its
+// literal prefix.
+type guard struct {
+	re  *regexp.Regexp
+	pre []byte
+}
+
+// literalPrefix is the literal every match of re starts with
+// (regexp.LiteralPrefix), nil when there is none. A line that does not
+// contain it cannot match, and bytes.Contains says so in a few
+// nanoseconds where a call of the regular expression costs a hundred or
+// more (its machine is taken from a pool and reset before it looks for
+// the same prefix): most candidate lines fail most of their candidates'
+// branches and negative patterns this way (docs/performance.md, fifth
+// pass).
+func literalPrefix(re *regexp.Regexp) []byte {
+	if p, _ := re.LiteralPrefix(); p != "" {
+		return []byte(p)
+	}
+	return nil
+}
+
+func (g guard) match(line []byte) bool {
+	if g.pre != nil && !bytes.Contains(line, g.pre) {
+		return false
+	}
+	return g.re.Match(line)
 }
 
 // maxBranches bounds how far a pattern is split.
 const maxBranches = 32
 
-// splitBranches returns expr as branches with literal starts, or nil when
-// splitting does not help (expr already starts with a literal, or a
-// branch would not).
-func splitBranches(expr string) ([]branch, error) {
+// splitBranches returns expr (compiled: re) as branches with literal
+// starts, or nil when splitting does not help (expr already starts with a
+// literal, or a branch would not).
+func splitBranches(expr string, re *regexp.Regexp) ([]branch, error) {
+	if p, _ := re.LiteralPrefix(); p != "" {
+		return nil, nil
+	}
 	t, err := syntax.Parse(expr, syntax.Perl)
 	if err != nil {
 		return nil, err
-	}
-	if re := regexp.MustCompile(expr); func() bool { p, _ := re.LiteralPrefix(); return p != "" }() {
-		return nil, nil
 	}
 	subs := distribute(t)
 	if len(subs) > maxBranches {
@@ -67,16 +98,16 @@ func splitBranches(expr string) ([]branch, error) {
 func compileBranch(s *syntax.Regexp) (branch, error) {
 	if s.Op == syntax.OpConcat && len(s.Sub) > 1 && s.Sub[0].Op == syntax.OpWordBoundary {
 		rest := &syntax.Regexp{Op: syntax.OpConcat, Flags: s.Flags, Sub: s.Sub[1:]}
-		re, err := regexp.Compile(rest.String())
+		re, err := regexp.Compile(exprString(rest))
 		if err != nil {
 			return branch{}, err
 		}
 		if p, _ := re.LiteralPrefix(); p != "" && isWordByte(p[0]) {
-			return branch{re: re, bound: true}, nil
+			return branch{re: re, pre: literalPrefix(re), bound: true}, nil
 		}
 	}
-	re, err := regexp.Compile(s.String())
-	return branch{re: re}, err
+	re, err := regexp.Compile(exprString(s))
+	return branch{re: re, pre: literalPrefix(re)}, err
 }
 
 // distribute returns the alternatives of t: the top-level ones, and for
@@ -169,6 +200,9 @@ func unicodeUpper(r rune) rune {
 // patterns).
 func (p *cpattern) reMatch(line []byte) bool {
 	if p.branches == nil {
+		if p.rePre != nil && !bytes.Contains(line, p.rePre) {
+			return false
+		}
 		return p.re.Match(line)
 	}
 	for _, b := range p.branches {
@@ -180,6 +214,9 @@ func (p *cpattern) reMatch(line []byte) bool {
 }
 
 func (b branch) match(line []byte) bool {
+	if b.pre != nil && !bytes.Contains(line, b.pre) {
+		return false
+	}
 	if !b.bound {
 		return b.re.Match(line)
 	}
