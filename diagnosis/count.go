@@ -123,8 +123,9 @@ func newState(ce *centry) *state {
 		wtext: map[uint64]map[procID]struct{}{}, utext: map[utextKey]*unit{}, hosts: map[string]struct{}{}}
 }
 
-// record counts a sighting of p on line; it returns the cause's state.
-func (m *Matcher) record(p *cpattern, line []byte) *state {
+// record counts a sighting of p on line (remembered in e when not nil);
+// it returns the cause's state.
+func (m *Matcher) record(p *cpattern, line []byte, e *memo) *state {
 	ce := p.entry
 	if ce.Facts == FactsMemlock && ce.AdequateID != "" && m.memlockAdequate(ce) {
 		ce = m.cat.byID[ce.AdequateID]
@@ -136,12 +137,12 @@ func (m *Matcher) record(p *cpattern, line []byte) *state {
 		m.order = append(m.order, st)
 	}
 	st.lines++
-	if f, ok := scanPrefixAt0(line); ok && f.pid != 0 {
+	if r := e.raw(line); r.ok {
 		// The common case, counted without allocating: a raw NCCL line.
-		host := line[f.hostStart:f.hostEnd]
-		id := procID{hashBytes(host), int64(f.pid)}
+		host := line[r.hostStart:r.hostEnd]
+		id := procID{r.hostHash, r.pid}
 		m.addProc(st, st.procs, id)
-		m.addText(st, hashBytes(bytes.TrimSpace(line[f.msgStart:])), id)
+		m.addText(st, r.textHash, id)
 		st.blk.on = false
 		m.addHostBytes(st, host)
 		return m.sighted(st, p, line)

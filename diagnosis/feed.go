@@ -36,6 +36,10 @@ type Matcher struct {
 	lineNo int
 	sum    summary
 	cands  []uint64
+	// memo remembers the candidates and matches of the lines seen last
+	// (memo.go); sawSummary is candidates' second result.
+	memo       *memoTable
+	sawSummary bool
 
 	mu      sync.Mutex
 	seq     int
@@ -91,35 +95,28 @@ func (m *Matcher) FeedAll(line []byte) []Diagnosis {
 	if !m.nofilter && !m.filter.mayMatch(line) {
 		return nil
 	}
-	m.gen++
-	if m.gen == 0 {
-		clear(m.stamp)
-		m.gen = 1
-	}
-	m.cand = m.cat.ac.scan(line, m.stamp, m.gen, m.cand[:0])
-	if n := int32(len(m.cat.pats)); len(m.cand) > 0 {
-		// A torchrun summary line (torchrun.go) is followed, not matched.
-		k := 0
-		for _, pi := range m.cand {
-			if pi < n {
-				m.cand[k] = pi
-				k++
+	var e *memo
+	cand, fromMemo := m.cand[:0], false
+	if !m.nofilter && len(line) <= memoMaxLine {
+		if m.memo == nil {
+			m.memo = new(memoTable)
+		}
+		e, fromMemo = m.memo.lookup(line)
+		if fromMemo {
+			cand = e.cand
+			if e.sum {
+				m.sum.see(line, m.lineNo)
 			}
 		}
-		if k < len(m.cand) {
-			m.sum.see(line, m.lineNo)
-			m.cand = m.cand[:k]
+	}
+	if !fromMemo {
+		cand = m.candidates(line)
+		if e != nil {
+			e.store(line, cand, m.sawSummary)
 		}
 	}
-	if len(m.cand) == 0 || (!m.nofilter && m.onlySeenMarkers(m.cand)) {
+	if len(cand) == 0 || (!m.nofilter && m.onlySeenMarkers(cand)) {
 		return nil
-	}
-	cand := m.cand
-	// Insertion sort: candidates are few; pattern index order is priority order.
-	for i := 1; i < len(cand); i++ {
-		for j := i; j > 0 && cand[j] < cand[j-1]; j-- {
-			cand[j], cand[j-1] = cand[j-1], cand[j]
-		}
 	}
 	line = trimEOL(line)
 
@@ -132,9 +129,9 @@ func (m *Matcher) FeedAll(line []byte) []Diagnosis {
 	defer m.mu.Unlock()
 	m.seq++
 	markerHit := false
-	for _, pi := range cand {
+	for k, pi := range cand {
 		p := m.cat.pats[pi]
-		if p.Marker && !m.markers[pi] && p.matches(line) {
+		if p.Marker && !m.markers[pi] && e.matches(k, p, line) {
 			m.markers[pi] = true
 			markerHit = true
 		}
@@ -146,12 +143,12 @@ func (m *Matcher) FeedAll(line []byte) []Diagnosis {
 		m.filter = buildGramFilter(m.cat.pats, func(i int) bool { return !m.cat.pats[i].Marker || !m.markers[i] })
 	}
 	var touched *state
-	for _, pi := range cand {
+	for k, pi := range cand {
 		p := m.cat.pats[pi]
-		if p.Marker || !m.factsAllow(p) || !p.matches(line) {
+		if p.Marker || !m.factsAllow(p) || !e.matches(k, p, line) {
 			continue
 		}
-		touched = m.record(p, line)
+		touched = m.record(p, line, e)
 		break
 	}
 	var fresh []*state
@@ -178,6 +175,43 @@ func (m *Matcher) FeedAll(line []byte) []Diagnosis {
 		out = append(out, m.snapshot(st))
 	}
 	return out
+}
+
+// candidates runs the automaton over line and returns its candidate
+// patterns in priority order (m.cand's storage); a torchrun summary
+// literal among them is followed (torchrun.go), and m.sawSummary says
+// whether there was one.
+func (m *Matcher) candidates(line []byte) []int32 {
+	m.gen++
+	if m.gen == 0 {
+		clear(m.stamp)
+		m.gen = 1
+	}
+	m.cand = m.cat.ac.scan(line, m.stamp, m.gen, m.cand[:0])
+	m.sawSummary = false
+	if n := int32(len(m.cat.pats)); len(m.cand) > 0 {
+		// A torchrun summary line (torchrun.go) is followed, not matched.
+		k := 0
+		for _, pi := range m.cand {
+			if pi < n {
+				m.cand[k] = pi
+				k++
+			}
+		}
+		if k < len(m.cand) {
+			m.sum.see(line, m.lineNo)
+			m.sawSummary = true
+			m.cand = m.cand[:k]
+		}
+	}
+	cand := m.cand
+	// Insertion sort: candidates are few; pattern index order is priority order.
+	for i := 1; i < len(cand); i++ {
+		for j := i; j > 0 && cand[j] < cand[j-1]; j-- {
+			cand[j], cand[j-1] = cand[j-1], cand[j]
+		}
+	}
+	return cand
 }
 
 // seeHost notes the host of a candidate line and turns the MultiHost
@@ -235,12 +269,12 @@ func (p *cpattern) matches(line []byte) bool {
 		return false
 	}
 	for _, n := range p.not {
-		if n.Match(line) {
+		if n.match(line) {
 			return false
 		}
 	}
 	for _, n := range p.entry.not {
-		if n.Match(line) {
+		if n.match(line) {
 			return false
 		}
 	}
@@ -260,7 +294,82 @@ func Explain(r io.Reader, f Facts) ([]Diagnosis, error) {
 
 // FeedReader feeds every line of r to m (lines over MaxLine cut, the rest
 // of such a line skipped). It returns r's error other than io.EOF, wrapped.
+//
+// It reads r in chunks and runs m's gram filter over each whole chunk of
+// complete lines, not line by line: a window in which a gram occurs
+// points at the one line that may match, which is fed to m; the lines
+// before it only count. That is what feeding every line does (a line the
+// filter rejects changes nothing but m's line count, and a line that
+// contains a literal has one of its grams at an even offset of any chunk
+// that holds the line, chunkFilter), without finding every line's end and
+// calling the matcher for it: most of explain's time on a healthy log.
+// TestFeedReaderSameAsLines compares it with feedLineByLine.
 func FeedReader(m *Matcher, r io.Reader) error {
+	if m.nofilter {
+		return feedLineByLine(m, r)
+	}
+	buf := make([]byte, feedChunk)
+	n := 0
+	skipping := false // in the rest of a line longer than MaxLine
+	for {
+		k, err := r.Read(buf[n:])
+		n += k
+		p := buf[:n]
+		if skipping {
+			i := bytes.IndexByte(p, '\n')
+			if i < 0 {
+				p = p[:0]
+			} else {
+				p, skipping = p[i+1:], false
+			}
+		}
+		end := bytes.LastIndexByte(p, '\n') + 1
+		m.feedLines(p[:end])
+		rest := p[end:]
+		if len(rest) >= MaxLine {
+			m.Feed(rest[:MaxLine])
+			rest, skipping = rest[:0], true
+		}
+		switch {
+		case err == nil:
+			n = copy(buf, rest)
+			continue
+		case len(rest) > 0:
+			m.Feed(rest)
+		}
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		return fmt.Errorf("read log: %w", err)
+	}
+}
+
+// feedChunk is FeedReader's buffer: a few lines' worth more than a line
+// of MaxLine bytes, so that a full buffer without a newline means a line
+// to cut.
+const feedChunk = 256 << 10
+
+// feedLines feeds b, complete lines each ending in '\n', as FeedAll of
+// each would (chunkFilter).
+func (m *Matcher) feedLines(b []byte) {
+	for len(b) > 0 {
+		hit := m.filter.firstHit(b)
+		if hit < 0 {
+			m.lineNo += bytes.Count(b, newline)
+			return
+		}
+		start := bytes.LastIndexByte(b[:hit], '\n') + 1
+		m.lineNo += bytes.Count(b[:start], newline)
+		end := start + bytes.IndexByte(b[start:], '\n') + 1
+		m.Feed(b[start:end])
+		b = b[end:]
+	}
+}
+
+var newline = []byte{'\n'}
+
+// feedLineByLine is FeedReader as every line's FeedAll: the reference.
+func feedLineByLine(m *Matcher, r io.Reader) error {
 	br := bufio.NewReaderSize(r, MaxLine)
 	skipping := false
 	for {

@@ -2,6 +2,7 @@ package diagnosis
 
 import (
 	"encoding/binary"
+	"math/bits"
 	"strings"
 	"sync"
 )
@@ -9,13 +10,14 @@ import (
 // The gram filter is a cheaper first pass in front of the Aho-Corasick
 // prefilter, for the lines that dominate a healthy job's output (NCCL
 // INFO lines by the hundred thousand). Every literal of the catalog gets
-// one 4-byte window of itself (its gram); a line that contains a literal
-// contains that literal's gram, so a line in which no gram occurs contains
-// no literal and the automaton would find no candidate. The filter is
-// therefore exact: it only decides whether the automaton needs to run.
+// two consecutive 4-byte windows of itself (its grams); a line that
+// contains a literal has one of them at an even offset, so a line in which
+// no gram occurs at an even offset contains no literal and the automaton
+// would find no candidate. The filter is therefore exact: it only decides
+// whether the automaton needs to run.
 //
 // Grams are kept in a two-probe Bloom filter (2^gramBits bits, 8 KiB),
-// and the line is tested at every byte offset with one unaligned 4-byte
+// and the line is tested at every even offset with one unaligned 4-byte
 // load, a multiply and a bit test (the second probe only when the first
 // bit is set): no state carried from byte to byte, so the loads of
 // consecutive offsets overlap in the CPU instead of forming the chain of
@@ -57,38 +59,52 @@ func (f *gramFilter) add(g uint32) {
 
 // mayMatch reports whether b may contain one of the filter's literals
 // (false means it certainly contains none).
-func (f *gramFilter) mayMatch(b []byte) bool {
+func (f *gramFilter) mayMatch(b []byte) bool { return f.firstHit(b) >= 0 }
+
+// firstHit returns the offset of the first window of b in which one of
+// the filter's grams may occur, -1 when none does (then b contains none
+// of its literals).
+//
+// Only even offsets of b are tested: every literal put two consecutive
+// grams of itself into the filter (patternGrams), and wherever the
+// literal starts in b, one of those two windows starts at an even offset.
+// That halves the probes, the filter's whole cost. The same holds for any
+// b that holds a line (a chunk of lines, FeedReader): the line may match
+// only when a window inside it hits.
+func (f *gramFilter) firstHit(b []byte) int {
 	if f.all {
-		return true
+		if len(b) == 0 {
+			return -1
+		}
+		return 0
 	}
 	bits := &f.bits
-	// Five windows per 8-byte load; their first probes are ORed so that
-	// the common case (no bit set) costs one branch per five offsets.
+	n := len(b)
+	// Three windows (offsets 0, 2, 4) per 8-byte load, then 6 bytes on;
+	// their first probes are ORed so that the common case (no bit set)
+	// costs one branch per six bytes.
 	for len(b) >= 8 {
 		v := binary.LittleEndian.Uint64(b)
 		h0 := probe1(uint32(v))
-		h1 := probe1(uint32(v >> 8))
-		h2 := probe1(uint32(v >> 16))
-		h3 := probe1(uint32(v >> 24))
-		h4 := probe1(uint32(v >> 32))
-		t := bits[h0>>6]>>(h0&63) | bits[h1>>6]>>(h1&63) | bits[h2>>6]>>(h2&63) |
-			bits[h3>>6]>>(h3&63) | bits[h4>>6]>>(h4&63)
+		h1 := probe1(uint32(v >> 16))
+		h2 := probe1(uint32(v >> 32))
+		t := bits[h0>>6]>>(h0&63) | bits[h1>>6]>>(h1&63) | bits[h2>>6]>>(h2&63)
 		if t&1 != 0 {
-			for k := 0; k < 5; k++ {
-				if f.has(uint32(v >> (8 * k))) {
-					return true
+			for k := 0; k < 3; k++ {
+				if f.has(uint32(v >> (16 * k))) {
+					return n - len(b) + 2*k
 				}
 			}
 		}
-		b = b[5:]
+		b = b[6:]
 	}
 	for len(b) >= gramLen {
 		if f.has(binary.LittleEndian.Uint32(b)) {
-			return true
+			return n - len(b)
 		}
-		b = b[1:]
+		b = b[2:]
 	}
-	return false
+	return -1
 }
 
 // probe1 is the first probe of gram x (see gramHash).
@@ -101,9 +117,9 @@ func (f *gramFilter) has(x uint32) bool {
 }
 
 // gramRef is typical healthy NCCL INFO output (docs/research/nccl-messages.md
-// and a 2x8 job's log). chooseGram prefers windows of a literal that are
-// rare in it, so that healthy lines rarely pass the filter; the choice
-// only affects speed, never results.
+// and a 2x8 job's log). gramChooser prefers windows of a literal that let
+// few of its lines through, so that healthy lines rarely pass the filter;
+// the choice only affects speed, never results.
 const gramRef = `gpu-node-01:31010:31107 [2] NCCL INFO Channel 25/0 : 10[2] -> 11[3] via P2P/CUMEM/read
 gpu-node-01:31010:31107 [2] NCCL INFO Channel 01/1 : 10[2] -> 11[3] via P2P/IPC
 gpu-node-01:31010:31107 [2] NCCL INFO Channel 02/0 : 8[0] -> 9[1] via SHM/direct/direct
@@ -134,31 +150,64 @@ gpu-node-01:31010:31107 [2] NCCL INFO DMA-BUF is available on GPU device 2
 gpu-node-01:31010:31107 [2] NCCL INFO comm 0x55d2c4a1b000 rank 10 nranks 16 cudaDev 2 busId 1a000 - Destroy COMPLETE
 `
 
-// chooseGram returns the 4-byte window of lit (len(lit) >= gramLen) that
-// occurs least often in gramRef, the first such one on ties, as a
-// little-endian uint32.
-func chooseGram(lit string) uint32 {
-	best, bestN := 0, -1
-	for i := 0; i+gramLen <= len(lit); i++ {
-		n := strings.Count(gramRef, lit[i:i+gramLen])
-		if bestN < 0 || n < bestN {
-			best, bestN = i, n
-		}
-		if n == 0 {
-			break
-		}
-	}
-	return binary.LittleEndian.Uint32([]byte(lit[best : best+gramLen]))
+// gramChooser picks the grams of literals so that as few lines of gramRef
+// as possible contain one: each pair is charged the reference lines it
+// would let through that earlier choices do not already let through
+// (a healthy line that passes for one literal costs nothing more when it
+// passes for another), then its windows' occurrences in gramRef. The
+// choice only affects speed, never results.
+type gramChooser struct {
+	in      map[string]uint64 // window -> the reference lines holding it (bit k: line k)
+	covered uint64
 }
 
-// patternGrams is the gram of each of p's literals; ok is false when a
-// literal is shorter than gramLen (the pattern cannot be filtered).
-func patternGrams(p *Pattern) (grams []uint32, ok bool) {
+// gramRefLines indexes gramRef's windows by the lines that hold them (at
+// most 64 lines).
+var gramRefLines = sync.OnceValue(func() map[string]uint64 {
+	in := map[string]uint64{}
+	for k, l := range strings.Split(strings.TrimSpace(gramRef), "\n") {
+		if k == 64 {
+			break
+		}
+		for i := 0; i+gramLen <= len(l); i++ {
+			in[l[i:i+gramLen]] |= 1 << k
+		}
+	}
+	return in
+})
+
+func newGramChooser() *gramChooser { return &gramChooser{in: gramRefLines()} }
+
+// choose returns two consecutive 4-byte windows of lit (len(lit) >=
+// gramLen+1) as little-endian uint32s; keep marks the reference lines
+// they let through as covered (false for a marker's literal, which leaves
+// the filter once seen).
+func (c *gramChooser) choose(lit string, keep bool) [2]uint32 {
+	best, bestNew, bestN := 0, -1, -1
+	for i := 0; i+gramLen+1 <= len(lit); i++ {
+		lines := c.in[lit[i:i+gramLen]] | c.in[lit[i+1:i+1+gramLen]]
+		fresh, n := bits.OnesCount64(lines&^c.covered), bits.OnesCount64(lines)
+		if bestNew < 0 || fresh < bestNew || (fresh == bestNew && n < bestN) {
+			best, bestNew, bestN = i, fresh, n
+		}
+	}
+	a, b := lit[best:best+gramLen], lit[best+1:best+1+gramLen]
+	if keep {
+		c.covered |= c.in[a] | c.in[b]
+	}
+	return [2]uint32{binary.LittleEndian.Uint32([]byte(a)), binary.LittleEndian.Uint32([]byte(b))}
+}
+
+// patternGrams is the pair of grams of each of p's literals; ok is false
+// when a literal is shorter than gramLen+1 (the pattern cannot be
+// filtered).
+func (c *gramChooser) patternGrams(p *Pattern) (grams []uint32, ok bool) {
 	for _, l := range p.Literals {
-		if len(l) < gramLen {
+		if len(l) < gramLen+1 {
 			return nil, false
 		}
-		grams = append(grams, chooseGram(l))
+		g := c.choose(l, !p.Marker)
+		grams = append(grams, g[0], g[1])
 	}
 	return grams, true
 }
@@ -187,9 +236,11 @@ func buildGramFilter(pats []*cpattern, live func(i int) bool) *gramFilter {
 // summaryGrams are the grams of summaryLits (torchrun.go), which every
 // filter passes.
 var summaryGrams = sync.OnceValue(func() []uint32 {
-	gs := make([]uint32, len(summaryLits))
-	for i, l := range summaryLits {
-		gs[i] = chooseGram(l)
+	c := newGramChooser()
+	var gs []uint32
+	for _, l := range summaryLits {
+		g := c.choose(l, true)
+		gs = append(gs, g[0], g[1])
 	}
 	return gs
 })
