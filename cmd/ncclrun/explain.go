@@ -72,6 +72,10 @@ func explainInput(m *diagnosis.Matcher, name string, stdin io.Reader) error {
 	}
 	if cl != nil {
 		defer cl.Close()
+		// Decompress on another core while the matcher reads.
+		a := newAheadReader(r)
+		defer a.Close()
+		r = a
 	}
 	if err := diagnosis.FeedReader(m, r); err != nil {
 		return inputError(name, err)
@@ -129,7 +133,7 @@ const decoderCap = 8 << 20
 
 // decompress returns r's content, decompressed when it starts with the
 // magic bytes of gzip, bzip2, zstd or xz (whatever the file is called),
-// and a closer for the decoder (nil when there is none to close).
+// and a closer for the decoder (nil when r is not compressed).
 func decompress(r io.Reader) (io.Reader, io.Closer, error) {
 	br := bufio.NewReaderSize(r, 64<<10)
 	head, err := br.Peek(6)
@@ -144,7 +148,7 @@ func decompress(r io.Reader) (io.Reader, io.Closer, error) {
 		}
 		return &namedReader{r: zr}, zr, nil
 	case bytes.HasPrefix(head, magicBzip2):
-		return &namedReader{r: bzip2.NewReader(br)}, nil, nil
+		return &namedReader{r: bzip2.NewReader(br)}, closerFunc(func() {}), nil
 	case bytes.HasPrefix(head, magicZstd):
 		zr, err := zstd.NewReader(newZstdGuard(br, decoderCap), zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true),
 			zstd.WithDecoderMaxWindow(decoderCap), zstd.WithDecoderMaxMemory(decoderCap))
@@ -157,7 +161,7 @@ func decompress(r io.Reader) (io.Reader, io.Closer, error) {
 		if err != nil {
 			return nil, nil, fmt.Errorf("xz: %w", err)
 		}
-		return &namedReader{r: xr}, nil, nil
+		return &namedReader{r: xr}, closerFunc(func() {}), nil
 	}
 	return &namedReader{r: br}, nil, nil
 }
