@@ -34,29 +34,35 @@ func newAhoCorasick(lits []string, owners []int) *ahoCorasick {
 			a.npattern = o + 1
 		}
 	}
-	// Trie.
+	// Trie, one flat row of n entries a state; the rows become the DFA's
+	// in place.
 	const none = -1
-	trie := [][]int32{newRow(n, none)}
+	bound := 1
+	for _, l := range lits {
+		bound += len(l)
+	}
+	trie := newRow(make([]int32, 0, bound*n), n, none)
 	out := [][]int32{nil}
 	for k, l := range lits {
 		s := int32(0)
 		for i := 0; i < len(l); i++ {
-			c := a.class[l[i]]
-			if trie[s][c] == none {
-				trie = append(trie, newRow(n, none))
+			c := int32(a.class[l[i]])
+			if trie[s*int32(n)+c] == none {
+				trie = newRow(trie, n, none)
 				out = append(out, nil)
-				trie[s][c] = int32(len(trie) - 1)
+				trie[s*int32(n)+c] = int32(len(out) - 1)
 			}
-			s = trie[s][c]
+			s = trie[s*int32(n)+c]
 		}
 		out[s] = appendUnique(out[s], int32(owners[k]))
 	}
+	states := len(out)
 	// BFS for failure links, turning the trie into a full DFA.
-	fail := make([]int32, len(trie))
-	queue := make([]int32, 0, len(trie))
+	fail := make([]int32, states)
+	queue := make([]int32, 0, states)
 	for c := 0; c < n; c++ {
-		if t := trie[0][c]; t == none {
-			trie[0][c] = 0
+		if t := trie[c]; t == none {
+			trie[c] = 0
 		} else {
 			fail[t] = 0
 			queue = append(queue, t)
@@ -68,36 +74,36 @@ func newAhoCorasick(lits []string, owners []int) *ahoCorasick {
 		for _, o := range out[fail[s]] {
 			out[s] = appendUnique(out[s], o)
 		}
+		row, frow := trie[int(s)*n:int(s+1)*n], trie[int(fail[s])*n:int(fail[s]+1)*n]
 		for c := 0; c < n; c++ {
-			t := trie[s][c]
+			t := row[c]
 			if t == none {
-				trie[s][c] = trie[fail[s]][c]
+				row[c] = frow[c]
 				continue
 			}
-			fail[t] = trie[fail[s]][c]
+			fail[t] = frow[c]
 			queue = append(queue, t)
 		}
 	}
-	a.delta = make([]int32, len(trie)*n)
-	for s, row := range trie {
-		for c, t := range row {
-			v := t * int32(n) << 1
-			if out[t] != nil {
-				v |= 1
-			}
-			a.delta[s*n+c] = v
+	// Every state's transitions are final now: encode them in place.
+	for i, t := range trie {
+		v := t * int32(n) << 1
+		if out[t] != nil {
+			v |= 1
 		}
+		trie[i] = v
 	}
+	a.delta = trie[:len(trie):len(trie)]
 	a.out = out
 	return a
 }
 
-func newRow(n int, v int32) []int32 {
-	r := make([]int32, n)
-	for i := range r {
-		r[i] = v
+// newRow appends a row of n entries v to t.
+func newRow(t []int32, n int, v int32) []int32 {
+	for i := 0; i < n; i++ {
+		t = append(t, v)
 	}
-	return r
+	return t
 }
 
 func appendUnique(s []int32, v int32) []int32 {
