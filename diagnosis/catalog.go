@@ -256,7 +256,10 @@ type Catalog struct {
 // centry is a compiled entry.
 type centry struct {
 	Entry
-	idx     int
+	idx int
+	// not and notLit are Not compiled, on first use (ready).
+	once    sync.Once
+	err     error
 	not     []guard
 	notLit  [][]byte       // negative patterns that are plain literals (searched, not run)
 	markers map[string]int // marker name -> global pattern index
@@ -267,8 +270,12 @@ type centry struct {
 // cpattern is a compiled pattern.
 type cpattern struct {
 	Pattern
-	idx          int // in Catalog.pats
-	entry        *centry
+	idx   int // in Catalog.pats
+	entry *centry
+	// re, rePre, branches, not and notLit are compiled from Re and Not
+	// on first use (ready).
+	once         sync.Once
+	err          error
 	re           *regexp.Regexp
 	rePre        []byte   // re's literal prefix, searched before re runs (match.go)
 	branches     []branch // re as branches with literal starts, when that helps (match.go)
@@ -294,7 +301,7 @@ var (
 // by the tests; a broken one panics with the error, quoting the pattern.
 func DefaultCatalog() *Catalog {
 	defaultOnce.Do(func() {
-		c, err := ParseCatalogFS(shippedCatalog)
+		c, err := parseCatalogFS(shippedCatalog, true)
 		if err != nil {
 			panic(err)
 		}
@@ -313,7 +320,12 @@ var catalogFileName = regexp.MustCompile(`^([0-9]{3})-([a-z0-9-]+)\.json$`)
 // format, unknown fields rejected), loaded in file-name order. Other
 // files are an error, and so is a file whose name does not carry its
 // entry's id. Errors wrap ErrCatalog and quote the file.
-func ParseCatalogFS(fsys fs.FS) (*Catalog, error) {
+func ParseCatalogFS(fsys fs.FS) (*Catalog, error) { return parseCatalogFS(fsys, false) }
+
+// parseCatalogFS is ParseCatalogFS; with lazy, each pattern's regular
+// expressions are compiled on its first use instead of here (see
+// newCatalog).
+func parseCatalogFS(fsys fs.FS, lazy bool) (*Catalog, error) {
 	des, err := fs.ReadDir(fsys, ".")
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrCatalog, err)
@@ -343,7 +355,7 @@ func ParseCatalogFS(fsys fs.FS) (*Catalog, error) {
 		}
 		entries = append(entries, e)
 	}
-	return NewCatalog(entries)
+	return newCatalog(entries, lazy)
 }
 
 // ParseCatalog compiles a catalog given as one JSON document
@@ -361,7 +373,16 @@ func ParseCatalog(data []byte) (*Catalog, error) {
 // empty id, an entry without title/cause/fix, a pattern that does not
 // compile (quoted), a pattern without literals, an unknown marker name or
 // certainty.
-func NewCatalog(entries []Entry) (*Catalog, error) {
+func NewCatalog(entries []Entry) (*Catalog, error) { return newCatalog(entries, false) }
+
+// newCatalog is NewCatalog; with lazy, the regular expressions of a
+// pattern (and of its entry's negative patterns) are compiled when a line
+// first reaches them, not here. Compiling all of them was most of the
+// shipped catalog's ~15 ms (run pays it on CMD's first line, explain
+// before its first), while a log reaches a handful: the shipped catalog
+// is compiled lazily, and a broken expression in it panics on first use;
+// the tests compile it eagerly (ParseCatalogFS), so that it never does.
+func newCatalog(entries []Entry, lazy bool) (*Catalog, error) {
 	c := &Catalog{byID: make(map[string]*centry, len(entries))}
 	c.entries = append([]Entry(nil), entries...)
 	for i := range c.entries {
@@ -396,12 +417,10 @@ func NewCatalog(entries []Entry) (*Catalog, error) {
 			return nil, fmt.Errorf("%w: entry %q: %w", ErrCatalog, e.ID, err)
 		}
 		ce := &centry{Entry: *e, idx: i, markers: map[string]int{}, adequateMarker: -1}
-		for _, n := range e.Not {
-			re, err := regexp.Compile(n)
-			if err != nil {
-				return nil, fmt.Errorf("%w: entry %q: negative pattern %q: %w", ErrCatalog, e.ID, n, err)
+		if !lazy {
+			if err := ce.ready(); err != nil {
+				return nil, err
 			}
-			ce.not, ce.notLit = addNot(ce.not, ce.notLit, re)
 		}
 		c.byID[e.ID] = ce
 		c.cents = append(c.cents, ce)
@@ -417,7 +436,7 @@ func NewCatalog(entries []Entry) (*Catalog, error) {
 		}
 		for j := range ce.Patterns {
 			p := ce.Patterns[j]
-			cp, err := compilePattern(ce, p)
+			cp, err := compilePattern(ce, p, lazy)
 			if err != nil {
 				return nil, err
 			}
@@ -501,25 +520,17 @@ func (c *Catalog) isAdequateTarget(id string) bool {
 	return false
 }
 
-func compilePattern(ce *centry, p Pattern) (*cpattern, error) {
+func compilePattern(ce *centry, p Pattern, lazy bool) (*cpattern, error) {
 	where := fmt.Sprintf("entry %q pattern %q", ce.ID, p.Name)
-	re, err := regexp.Compile(p.Re)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %q: %w", ErrCatalog, where, p.Re, err)
-	}
 	if len(p.Literals) == 0 {
 		return nil, fmt.Errorf("%w: %s: %q has no literals for the prefilter", ErrCatalog, where, p.Re)
-	}
-	branches, err := splitBranches(p.Re, re)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %q: %w", ErrCatalog, where, p.Re, err)
 	}
 	for _, l := range p.Literals {
 		if l == "" {
 			return nil, fmt.Errorf("%w: %s: empty literal", ErrCatalog, where)
 		}
 	}
-	cp := &cpattern{Pattern: p, entry: ce, re: re, rePre: literalPrefix(re), branches: branches, prio: ce.Priority, certainty: ce.Certainty, requires: -1, certainWith: -1, after: map[string]bool{}}
+	cp := &cpattern{Pattern: p, entry: ce, prio: ce.Priority, certainty: ce.Certainty, requires: -1, certainWith: -1, after: map[string]bool{}}
 	for _, a := range ce.After {
 		cp.after[a] = true
 	}
@@ -543,14 +554,75 @@ func compilePattern(ce *centry, p Pattern) (*cpattern, error) {
 	default:
 		return nil, fmt.Errorf("%w: %s: unknown when %q", ErrCatalog, where, p.When)
 	}
+	if !lazy {
+		if err := cp.ready(); err != nil {
+			return nil, err
+		}
+	}
+	return cp, nil
+}
+
+// ready compiles p's regular expressions (Re, its branches, Not) once;
+// the error, quoting the expression, wraps ErrCatalog.
+func (p *cpattern) ready() error {
+	p.once.Do(func() { p.err = p.compileRegexps() })
+	return p.err
+}
+
+// mustReady is ready where the catalog is known to compile (the shipped
+// one is compiled eagerly by the tests).
+func (p *cpattern) mustReady() {
+	if err := p.ready(); err != nil {
+		panic(err)
+	}
+}
+
+// regexp is p's expression, compiled.
+func (p *cpattern) regexp() *regexp.Regexp {
+	p.mustReady()
+	return p.re
+}
+
+func (p *cpattern) compileRegexps() error {
+	where := fmt.Sprintf("entry %q pattern %q", p.entry.ID, p.Name)
+	re, err := regexp.Compile(p.Re)
+	if err != nil {
+		return fmt.Errorf("%w: %s: %q: %w", ErrCatalog, where, p.Re, err)
+	}
+	branches, err := splitBranches(p.Re, re)
+	if err != nil {
+		return fmt.Errorf("%w: %s: %q: %w", ErrCatalog, where, p.Re, err)
+	}
+	p.re, p.rePre, p.branches = re, literalPrefix(re), branches
 	for _, n := range p.Not {
 		nre, err := regexp.Compile(n)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %s: negative pattern %q: %w", ErrCatalog, where, n, err)
+			return fmt.Errorf("%w: %s: negative pattern %q: %w", ErrCatalog, where, n, err)
 		}
-		cp.not, cp.notLit = addNot(cp.not, cp.notLit, nre)
+		p.not, p.notLit = addNot(p.not, p.notLit, nre)
 	}
-	return cp, nil
+	return nil
+}
+
+// ready compiles the entry's negative patterns once (cpattern.ready).
+func (ce *centry) ready() error {
+	ce.once.Do(func() {
+		for _, n := range ce.Not {
+			re, err := regexp.Compile(n)
+			if err != nil {
+				ce.err = fmt.Errorf("%w: entry %q: negative pattern %q: %w", ErrCatalog, ce.ID, n, err)
+				return
+			}
+			ce.not, ce.notLit = addNot(ce.not, ce.notLit, re)
+		}
+	})
+	return ce.err
+}
+
+func (ce *centry) mustReady() {
+	if err := ce.ready(); err != nil {
+		panic(err)
+	}
 }
 
 // addNot files a compiled negative pattern: one that is a plain literal

@@ -101,7 +101,7 @@ func TestPrefilterIsSound(t *testing.T) {
 	lines := allTestLines(t)
 	for _, p := range c.pats {
 		for _, l := range lines {
-			if !p.re.MatchString(l) {
+			if !p.regexp().MatchString(l) {
 				continue
 			}
 			found := false
@@ -120,7 +120,7 @@ func TestEveryPatternHasAPositiveSample(t *testing.T) {
 		for _, e := range c.Entries() {
 			for _, s := range e.Samples.Match {
 				for _, l := range strings.Split(s, "\n") {
-					hit = hit || p.re.MatchString(l)
+					hit = hit || p.regexp().MatchString(l)
 				}
 			}
 		}

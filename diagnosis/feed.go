@@ -87,12 +87,18 @@ func (m *Matcher) Feed(line []byte) *Diagnosis {
 
 // FeedAll is Feed returning every cause this line made visible (nil for
 // most lines).
-func (m *Matcher) FeedAll(line []byte) []Diagnosis {
+func (m *Matcher) FeedAll(line []byte) []Diagnosis { return m.feedAll(line, false) }
+
+// feedAll is FeedAll; hit says that m's filter hit a window of line
+// already (feedLines), so that it is not run again. Running on without
+// the filter gives FeedAll's result whether the filter would pass the
+// line or not: it only decides whether the automaton may find a literal.
+func (m *Matcher) feedAll(line []byte, hit bool) []Diagnosis {
 	m.lineNo++
 	if len(line) > MaxLine {
 		line = line[:MaxLine]
 	}
-	if !m.nofilter && !m.filter.mayMatch(line) {
+	if !m.nofilter && !hit && !m.filter.mayMatch(line) {
 		return nil
 	}
 	var e *memo
@@ -255,6 +261,8 @@ func (m *Matcher) onlySeenMarkers(cand []int32) bool {
 // carries one (NCCL's "No plugin found" INFO for the dlopen pattern)
 // is then rejected without running the expression.
 func (p *cpattern) matches(line []byte) bool {
+	p.mustReady()
+	p.entry.mustReady()
 	for _, n := range p.notLit {
 		if bytes.Contains(line, n) {
 			return false
@@ -361,7 +369,7 @@ func (m *Matcher) feedLines(b []byte) {
 		start := bytes.LastIndexByte(b[:hit], '\n') + 1
 		m.lineNo += bytes.Count(b[:start], newline)
 		end := start + bytes.IndexByte(b[start:], '\n') + 1
-		m.Feed(b[start:end])
+		m.feedAll(b[start:end], true)
 		b = b[end:]
 	}
 }

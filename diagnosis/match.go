@@ -199,6 +199,7 @@ func unicodeUpper(r rune) rune {
 // reMatch reports whether line matches p's expression (not its negative
 // patterns).
 func (p *cpattern) reMatch(line []byte) bool {
+	p.mustReady()
 	if p.branches == nil {
 		if p.rePre != nil && !bytes.Contains(line, p.rePre) {
 			return false

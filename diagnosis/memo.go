@@ -16,8 +16,8 @@ import "bytes"
 // construction; TestMemoSameResults and FuzzFastPath compare a matcher
 // with and without it line by line.
 //
-// The memory is a direct-mapped table of memoSlots lines of at most
-// memoMaxLine bytes (a new line replaces the one in its slot), allocated
+// The memory is a two-way table of memoSlots lines of at most
+// memoMaxLine bytes (a new line replaces the older of its two slots), allocated
 // on the first line that reaches the automaton: about 300 KiB at most.
 const (
 	memoSlots   = 1024
@@ -29,7 +29,7 @@ const (
 // whether there were any), and for each of the first 64 candidates
 // whether its match is known and what it is.
 type memo struct {
-	hash        uint64
+	hash, used  uint64
 	line        []byte
 	cand        []int32
 	sum         bool
@@ -66,16 +66,30 @@ func (e *memo) raw(line []byte) rawNCCL {
 	return r
 }
 
-type memoTable [memoSlots]memo
+type memoTable struct {
+	slot [memoSlots]memo
+	tick uint64
+}
 
-// lookup returns line's slot and whether it holds line.
+// lookup returns line's slot and whether it holds line. A line may live
+// in two slots (two-way: lines that collide in one do not evict each
+// other at every turn, as a handful of a job's repeated lines would in a
+// direct-mapped table); a new line takes the one used less recently.
 func (t *memoTable) lookup(line []byte) (*memo, bool) {
 	h := hashBytes(line)
-	e := &t[h&(memoSlots-1)]
-	if e.line != nil && e.hash == h && bytes.Equal(e.line, line) {
-		return e, true
+	t.tick++
+	a, b := &t.slot[h&(memoSlots-1)], &t.slot[(h>>32)&(memoSlots-1)]
+	for _, e := range [2]*memo{a, b} {
+		if e.line != nil && e.hash == h && bytes.Equal(e.line, line) {
+			e.used = t.tick
+			return e, true
+		}
 	}
-	e.hash = h
+	e := a
+	if b.used < a.used {
+		e = b
+	}
+	e.hash, e.used = h, t.tick
 	return e, false
 }
 

@@ -48,7 +48,7 @@ func TestMemoSameResults(t *testing.T) {
 			require.Equal(t, slow.Diagnoses(), fast.Diagnoses(), "%s: diagnoses", p)
 			require.Nil(t, slow.memo, "the reference matcher has no memo")
 			if fast.memo != nil {
-				for _, e := range fast.memo {
+				for _, e := range fast.memo.slot {
 					if e.known != 0 {
 						hits++
 					}

@@ -57,7 +57,7 @@ func cut(s string, n int) string {
 // collector prefixes stripped), valid UTF-8, at most maxFirstLine bytes.
 func firstLine(p *cpattern, line []byte, pl Line) string {
 	b := line
-	if loc := p.re.FindIndex(line); loc != nil {
+	if loc := p.regexp().FindIndex(line); loc != nil {
 		start := 0
 		for i := loc[0] - 1; i >= 0; i-- {
 			if line[i] == '\r' {
