@@ -245,7 +245,13 @@ type Catalog struct {
 	cents   []*centry
 	byID    map[string]*centry
 	pats    []*cpattern // ordered by effective priority desc, then catalog order
-	ac      *ahoCorasick
+	// ac is built from lits and owners on first use (automaton): a run
+	// whose output never passes the gram filter never needs it.
+	acOnce sync.Once
+	ac     *ahoCorasick
+	lits   []string
+	owners []int
+	ncand  int // patterns and summary literals: candidates' range
 	// filter holds the grams of every pattern's literals (gram.go): a
 	// line it rejects has no candidate.
 	filter *gramFilter
@@ -502,13 +508,25 @@ func newCatalog(entries []Entry, lazy bool) (*Catalog, error) {
 		lits = append(lits, l)
 		owners = append(owners, len(c.pats)+k)
 	}
-	c.ac = newAhoCorasick(lits, owners)
+	c.lits, c.owners, c.ncand = lits, owners, len(c.pats)+len(summaryLits)
+	if !lazy {
+		c.automaton()
+	}
 	gc := newGramChooser()
 	for _, cp := range c.pats {
 		cp.grams, cp.gramsOK = gc.patternGrams(&cp.Pattern)
 	}
 	c.filter = buildGramFilter(c.pats, func(int) bool { return true })
 	return c, nil
+}
+
+// automaton is the catalog's Aho-Corasick automaton over every literal,
+// built on first use (~1.2 ms for the shipped catalog: most of what is
+// left of its compile, paid at the exit of a short job that printed a
+// line or two otherwise).
+func (c *Catalog) automaton() *ahoCorasick {
+	c.acOnce.Do(func() { c.ac = newAhoCorasick(c.lits, c.owners) })
+	return c.ac
 }
 
 func (c *Catalog) isAdequateTarget(id string) bool {

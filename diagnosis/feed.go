@@ -61,7 +61,7 @@ func NewMatcherWith(c *Catalog, f Facts) *Matcher {
 	return &Matcher{
 		cat:     c,
 		facts:   f,
-		stamp:   make([]uint32, c.ac.npattern),
+		stamp:   make([]uint32, c.ncand),
 		room:    newRoom(),
 		filter:  c.filter,
 		markers: make([]bool, len(c.pats)),
@@ -193,7 +193,7 @@ func (m *Matcher) candidates(line []byte) []int32 {
 		clear(m.stamp)
 		m.gen = 1
 	}
-	m.cand = m.cat.ac.scan(line, m.stamp, m.gen, m.cand[:0])
+	m.cand = m.cat.automaton().scan(line, m.stamp, m.gen, m.cand[:0])
 	m.sawSummary = false
 	if n := int32(len(m.cat.pats)); len(m.cand) > 0 {
 		// A torchrun summary line (torchrun.go) is followed, not matched.

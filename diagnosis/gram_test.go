@@ -79,10 +79,10 @@ func TestGramFilterSound(t *testing.T) {
 	lines := allTestLines(t)
 	for _, pc := range perfCatalogs(t) {
 		c := pc.c
-		stamp := make([]uint32, c.ac.npattern)
+		stamp := make([]uint32, c.automaton().npattern)
 		all := append(append([]string{}, lines...), mergedLines(t, c, lines)...)
 		for i, l := range all {
-			cand := c.ac.scan([]byte(l), stamp, uint32(i+1), nil)
+			cand := c.automaton().scan([]byte(l), stamp, uint32(i+1), nil)
 			if len(cand) > 0 {
 				require.True(t, c.filter.mayMatch([]byte(l)), "%s: %q has candidates %v but the filter rejects it", pc.name, l, cand)
 			}

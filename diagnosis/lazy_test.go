@@ -28,11 +28,14 @@ func TestLazyCatalog(t *testing.T) {
 	}
 	require.Zero(t, compiled(), "nothing compiled before a line")
 	m := NewMatcherWith(c, Facts{})
+	m.FeedAll([]byte("epoch 1 loss 0.25"))
+	require.Nil(t, c.ac, "no automaton for a line the gram filter rejects")
 	m.FeedAll([]byte("gpu-node-01:31010:31107 [2] NCCL INFO Channel 25/0 : 10[2] -> 11[3] via P2P/CUMEM/read"))
 	d := m.FeedAll([]byte("host:1:2 [0] misc/ibvwrap.cc:190 NCCL WARN Call to ibv_reg_mr failed with error Cannot allocate memory"))
 	require.NotEmpty(t, d)
 	assert.Equal(t, "memlock", d[0].ID)
 	assert.Positive(t, compiled())
+	assert.NotNil(t, c.ac)
 	assert.Less(t, compiled()*4, len(c.pats), "%d of %d patterns compiled for two lines", compiled(), len(c.pats))
 
 	// A broken expression: an error when compiled eagerly, a panic on

@@ -139,12 +139,12 @@ func BenchmarkPrefilterScan(b *testing.B) {
 	lines, mean := perfLines(b)
 	for _, pc := range perfCatalogs(b) {
 		b.Run(fmt.Sprintf("%s(%d)", pc.name, len(pc.c.Entries())), func(b *testing.B) {
-			stamp := make([]uint32, pc.c.ac.npattern)
+			stamp := make([]uint32, pc.c.automaton().npattern)
 			var cand []int32
 			b.SetBytes(int64(mean))
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				cand = pc.c.ac.scan(lines[i%len(lines)], stamp, uint32(i+1), cand[:0])
+				cand = pc.c.automaton().scan(lines[i%len(lines)], stamp, uint32(i+1), cand[:0])
 			}
 		})
 	}
@@ -197,10 +197,10 @@ func TestPerfCatalogs(t *testing.T) {
 		t.Fatalf("first-10 catalog has %d entries", got)
 	}
 	count := func(c *Catalog) int {
-		stamp := make([]uint32, c.ac.npattern)
+		stamp := make([]uint32, c.automaton().npattern)
 		n := 0
 		for i, l := range lines {
-			n += len(c.ac.scan(l, stamp, uint32(i+1), nil))
+			n += len(c.automaton().scan(l, stamp, uint32(i+1), nil))
 		}
 		return n
 	}
