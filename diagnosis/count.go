@@ -139,6 +139,17 @@ func (m *Matcher) record(p *cpattern, line []byte, e *memo) *state {
 	st.lines++
 	if r := e.raw(line); r.ok {
 		// The common case, counted without allocating: a raw NCCL line.
+		if e != nil && e.recIn == st && e.recBy == p {
+			// The same line counted into the same state before: its
+			// process, text and host are kept or were refused for good
+			// (a set never loses a member, the room never grows), so
+			// every step below would change nothing now.
+			st.blk.on = false
+			return st
+		}
+		if e != nil {
+			e.recIn, e.recBy = st, p
+		}
 		host := line[r.hostStart:r.hostEnd]
 		id := procID{r.hostHash, r.pid}
 		m.addProc(st, st.procs, id)

@@ -38,6 +38,10 @@ type memo struct {
 	// counts it.
 	rawKnown bool
 	rawLine  rawNCCL
+	// recIn and recBy: record counted the line into this state for this
+	// pattern (count.go): a repeat only adds a line.
+	recIn *state
+	recBy *cpattern
 }
 
 // rawNCCL is what record counts of a raw NCCL line ("host:pid:tid [dev]
@@ -101,6 +105,7 @@ func (e *memo) store(line []byte, cand []int32, sum bool) {
 	e.sum = sum
 	e.known, e.hits = 0, 0
 	e.rawKnown = false
+	e.recIn, e.recBy = nil, nil
 }
 
 // matches is p.matches(line) for the k-th candidate of e's line,

@@ -3,6 +3,7 @@ package diagnosis
 import (
 	"bufio"
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -141,4 +142,23 @@ func TestExprStringSameAnswer(t *testing.T) {
 		walk(tree)
 	}
 	assert.Greater(t, subs, 500)
+}
+
+// TestMemoRepeatsAtTheCaps: lines repeated while the counting caps are
+// reached (more processes, hosts and texts than a matcher keeps) count
+// as they do without the memo.
+func TestMemoRepeatsAtTheCaps(t *testing.T) {
+	fast, slow := NewMatcher(Facts{}), NewMatcher(Facts{})
+	slow.nofilter = true
+	texts := []string{"NET/IB : Got completion from peer 10.1.0.2<53412> with status=12 opcode=0 len=0 vendor err 129", "socketProgress: Connection closed by remote peer node-b<45678>"}
+	for i := 0; i < 3*maxProcs; i++ {
+		for r := 0; r < 2; r++ {
+			l := []byte(fmt.Sprintf("node-%d:%d:%d [0] misc/x.cc:1 NCCL WARN %s %d", i%(2*maxHosts), 1000+i, 7, texts[i%2], i%(maxTexts+7)))
+			require.Equal(t, slow.FeedAll(l), fast.FeedAll(l), "line %q", l)
+		}
+	}
+	d := fast.Diagnoses()
+	require.Equal(t, slow.Diagnoses(), d)
+	require.NotEmpty(t, d)
+	assert.True(t, d[0].CountCapped || d[0].HostsCapped, "the caps were reached: %+v", d[0])
 }
