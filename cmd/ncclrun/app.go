@@ -91,7 +91,7 @@ var words = sync.OnceValue(func() argWords {
 			kind[n] = true
 		}
 	}
-	for _, c := range newApp(&env{}).Commands {
+	for _, c := range buildApp(&env{}, noCommand).Commands {
 		for _, n := range c.Names() {
 			w.commands[n] = true
 		}
@@ -168,12 +168,50 @@ type env struct {
 	environ        []string
 }
 
-// newApp builds the CLI. Errors come back from Run; nothing in here exits.
-func newApp(e *env) *cli.App {
+// newApp builds the CLI with every command's flags. Errors come back from
+// Run; nothing in here exits.
+func newApp(e *env) *cli.App { return buildApp(e, "") }
+
+// noCommand is buildApp's only for an app whose commands have no flags
+// (words needs only their names).
+const noCommand = "\x00"
+
+// flagsFor is the command whose flags an app running the normalized args
+// needs: the command they select, or "" (every command's, and the global
+// ones for the app's own help) when they select none or `help`, which
+// shows any command's.
+func flagsFor(args []string) string {
+	if len(args) < 2 || args[1] == "help" || !words().commands[args[1]] {
+		return ""
+	}
+	return args[1]
+}
+
+// buildApp builds the CLI. With only set, only that command gets its flags
+// and the app none of its own: a start parses one command's flags, and
+// building the ~17 of each of the other commands (each with its NCCLRUN_*
+// name) and setting them up was ~0.2 ms of every start (docs/performance.md).
+// Only the help of the command that runs is shown then, and it lists that
+// command's flags, so nothing a user sees changes.
+func buildApp(e *env, only string) *cli.App {
 	onUsage := func(_ *cli.Context, err error, _ bool) error {
 		return &usageError{err}
 	}
-	withGlobals := func(extra ...cli.Flag) []cli.Flag { return append(globalFlags(), extra...) }
+	want := func(name string) bool { return only == "" || only == name }
+	flags := func(name string, f func() []cli.Flag) []cli.Flag {
+		if !want(name) {
+			return nil
+		}
+		return f()
+	}
+	globalsParsed := false // by the command that runs
+	withGlobals := func(name string, extra ...cli.Flag) []cli.Flag {
+		if !want(name) {
+			return nil
+		}
+		globalsParsed = globalsParsed || name == only
+		return append(globalFlags(), extra...)
+	}
 	app := &cli.App{
 		Name:  "ncclrun",
 		Usage: "check, fix and supervise a distributed GPU training command; explain NCCL failures",
@@ -189,20 +227,19 @@ func newApp(e *env) *cli.App {
 		ErrWriter:      e.stderr,
 		ExitErrHandler: func(*cli.Context, error) {},
 		OnUsageError:   onUsage,
-		Flags:          globalFlags(), // shown by --help; parsed by each command after normalize
 		Commands: []*cli.Command{
 			{
 				Name:         "run",
 				Usage:        "preflight, compose NCCL env, supervise CMD and diagnose its output",
 				ArgsUsage:    "[--] CMD [ARGS...]",
-				Flags:        withGlobals(),
+				Flags:        withGlobals("run"),
 				OnUsageError: onUsage,
 				Action:       func(c *cli.Context) error { return cmdRun(c, e) },
 			},
 			{
 				Name:         "doctor",
 				Usage:        "preflight only: a table (or JSON) of checks",
-				Flags:        withGlobals(&cli.BoolFlag{Name: flagJSON, Usage: "print docs/contract.md's doctor JSON", EnvVars: []string{envName(flagJSON)}}),
+				Flags:        withGlobals("doctor", &cli.BoolFlag{Name: flagJSON, Usage: "print docs/contract.md's doctor JSON", EnvVars: []string{envName(flagJSON)}}),
 				OnUsageError: onUsage,
 				Action:       func(c *cli.Context) error { return cmdDoctor(c, e) },
 			},
@@ -210,14 +247,14 @@ func newApp(e *env) *cli.App {
 				Name:         "explain",
 				Usage:        "diagnose saved logs (stdin when no file; gzip, bzip2, zstd, xz read transparently)",
 				ArgsUsage:    "[FILE|-]...",
-				Flags:        withGlobals(&cli.BoolFlag{Name: flagJSON, Usage: "print {\"diagnoses\": [...]}", EnvVars: []string{envName(flagJSON)}}),
+				Flags:        withGlobals("explain", &cli.BoolFlag{Name: flagJSON, Usage: "print {\"diagnoses\": [...]}", EnvVars: []string{envName(flagJSON)}}),
 				OnUsageError: onUsage,
 				Action:       func(c *cli.Context) error { return cmdExplain(c, e) },
 			},
 			{
 				Name:         "env",
 				Usage:        "the variables run would add to CMD's environment",
-				Flags:        withGlobals(&cli.StringFlag{Name: flagFormat, Usage: "`shell|json`", Value: "shell", EnvVars: []string{envName(flagFormat)}}),
+				Flags:        withGlobals("env", &cli.StringFlag{Name: flagFormat, Usage: "`shell|json`", Value: "shell", EnvVars: []string{envName(flagFormat)}}),
 				OnUsageError: onUsage,
 				Action:       func(c *cli.Context) error { return cmdEnv(c, e) },
 			},
@@ -225,28 +262,28 @@ func newApp(e *env) *cli.App {
 				Name:         "lint",
 				Usage:        "judge Kubernetes manifests and Compose files: will each training container be able to pin memory?",
 				ArgsUsage:    "[FILE|DIR|-]...",
-				Flags:        lintFlags(),
+				Flags:        flags("lint", lintFlags),
 				OnUsageError: onUsage,
 				Action:       func(c *cli.Context) error { return cmdLint(c, e) },
 			},
 			{
 				Name:         "version",
 				Usage:        "print version, commit and Go version",
-				Flags:        withGlobals(),
+				Flags:        withGlobals("version"),
 				OnUsageError: onUsage,
 				Action:       func(c *cli.Context) error { return cmdVersion(c, e) },
 			},
 			{
 				Name:         "demo",
 				Usage:        "show a failing run under a default container's limits, its diagnosis, then the fixed run",
-				Flags:        withGlobals(),
+				Flags:        withGlobals("demo"),
 				OnUsageError: onUsage,
 				Action:       func(c *cli.Context) error { return cmdDemo(c, e) },
 			},
 			{
 				Name:         "snapshot",
 				Usage:        "copy what doctor reads (proc, sys, dev names, etc, NCCL variables) into a tarball or directory for `doctor --root`",
-				Flags:        snapshotFlags(),
+				Flags:        flags("snapshot", snapshotFlags),
 				OnUsageError: onUsage,
 				Action:       func(c *cli.Context) error { return cmdSnapshot(c, e) },
 			},
@@ -260,21 +297,33 @@ func newApp(e *env) *cli.App {
 				Name:         "probe-mlock",
 				Hidden:       true,
 				ArgsUsage:    "SIZE",
-				Flags:        []cli.Flag{&cli.BoolFlag{Name: "ambient", Usage: "raise CAP_IPC_LOCK from permitted to effective first, as CMD's ambient set would"}},
+				Flags:        flags("probe-mlock", probeFlags),
 				OnUsageError: onUsage,
 				Action:       func(c *cli.Context) error { return cmdProbeMlock(c, e) },
 			},
 		},
 	}
+	// The app's flags are shown by --help, and parsed before the command's:
+	// a bad NCCLRUN_* value of a global flag is a usage error even for a
+	// command without the global flags (lint, snapshot). A command with
+	// them parses them anyway, with the same error first.
+	if !globalsParsed {
+		app.Flags = globalFlags()
+	}
 	return app
+}
+
+func probeFlags() []cli.Flag {
+	return []cli.Flag{&cli.BoolFlag{Name: "ambient", Usage: "raise CAP_IPC_LOCK from permitted to effective first, as CMD's ambient set would"}}
 }
 
 // run is ncclrun with its arguments and stdio; it returns the exit status.
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	e := &env{stdin: stdin, stdout: stdout, stderr: stderr, environ: launcher.Environ()}
-	app := newApp(e)
+	args = normalize(args)
+	app := buildApp(e, flagsFor(args))
 	cacheFlagNames(app)
-	err := app.RunContext(context.Background(), normalize(args))
+	err := app.RunContext(context.Background(), args)
 	return exitStatus(err, stderr)
 }
 
