@@ -319,7 +319,8 @@ func DefaultCatalog() *Catalog {
 // catalogFileName is the name of one entry's file in a catalog directory:
 // a three-digit rank, a dash, the entry's id. Files load in name order,
 // which is the catalog order (ties of priority go to the earlier file).
-var catalogFileName = regexp.MustCompile(`^([0-9]{3})-([a-z0-9-]+)\.json$`)
+// Compiled on first use: a start that prints nothing never loads a catalog.
+var catalogFileName = lazyRe(`^([0-9]{3})-([a-z0-9-]+)\.json$`)
 
 // ParseCatalogFS compiles the catalog held in the top directory of fsys:
 // one entry per file named NNN-<id>.json (one JSON object in Entry's
@@ -339,7 +340,7 @@ func parseCatalogFS(fsys fs.FS, lazy bool) (*Catalog, error) {
 	entries := make([]Entry, 0, len(des))
 	for _, de := range des { // fs.ReadDir sorts by name
 		name := de.Name()
-		m := catalogFileName.FindStringSubmatch(name)
+		m := catalogFileName().FindStringSubmatch(name)
 		if m == nil || !de.Type().IsRegular() {
 			return nil, fmt.Errorf("%w: %q is not a regular file named NNN-<id>.json", ErrCatalog, name)
 		}

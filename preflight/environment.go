@@ -3,21 +3,81 @@ package preflight
 import (
 	"bufio"
 	"bytes"
-	"regexp"
 	"strings"
 )
 
-// kubeletPodDir is a path under the kubelet's pods directory
-// (/var/lib/kubelet/pods/<pod uid>/...) as it appears in the root field of
-// a mountinfo line: the kubelet bind-mounts /etc/hosts, the termination
-// log and every volume from there into each container of a pod.
-var kubeletPodDir = regexp.MustCompile(`/pods/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/(containers|volumes|etc-hosts)`)
+// Both tests below are written out by hand, not as regular expressions:
+// they run on every start, and compiling the two took as long as the rest
+// of the environment check (the tests check them against the expressions).
 
-// podHostname is the name a controller gives a pod with generateName: a
-// DNS label ending in "-" and five characters of the apiserver's
-// generateName alphabet (no vowels, no 0, 1, 3). Deployment, Job,
-// DaemonSet and ReplicaSet pods are named like this.
-var podHostname = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?-[bcdfghjklmnpqrstvwxz2456789]{5}$`)
+// inKubeletPodDir reports whether a path lies under the kubelet's pods
+// directory (/var/lib/kubelet/pods/<pod uid>/...) as it appears in the
+// root field of a mountinfo line: the kubelet bind-mounts /etc/hosts, the
+// termination log and every volume from there into each container of a
+// pod. It is a search for
+// `/pods/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/(containers|volumes|etc-hosts)`.
+func inKubeletPodDir(p string) bool {
+	for {
+		i := strings.Index(p, "/pods/")
+		if i < 0 {
+			return false
+		}
+		if rest, ok := cutUID(p[i+len("/pods/"):]); ok {
+			if strings.HasPrefix(rest, "/containers") || strings.HasPrefix(rest, "/volumes") || strings.HasPrefix(rest, "/etc-hosts") {
+				return true
+			}
+		}
+		p = p[i+len("/pods"):] // the next match may begin with this one's last slash
+	}
+}
+
+// cutUID reports whether p starts with a lower-case UUID (8-4-4-4-12
+// hex digits) and returns what follows it.
+func cutUID(p string) (rest string, ok bool) {
+	const shape = "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"
+	if len(p) < len(shape) {
+		return "", false
+	}
+	for i := 0; i < len(shape); i++ {
+		c := p[i]
+		if shape[i] == '-' {
+			if c != '-' {
+				return "", false
+			}
+		} else if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return "", false
+		}
+	}
+	return p[len(shape):], true
+}
+
+// isPodHostname reports whether h is the name a controller gives a pod
+// with generateName: a DNS label ending in "-" and five characters of the
+// apiserver's generateName alphabet (no vowels, no 0, 1, 3). Deployment,
+// Job, DaemonSet and ReplicaSet pods are named like this. It is
+// `^[a-z0-9]([-a-z0-9]*[a-z0-9])?-[bcdfghjklmnpqrstvwxz2456789]{5}$`.
+func isPodHostname(h string) bool {
+	const alphabet = "bcdfghjklmnpqrstvwxz2456789"
+	if len(h) < 7 || h[len(h)-6] != '-' {
+		return false
+	}
+	for i := len(h) - 5; i < len(h); i++ {
+		if strings.IndexByte(alphabet, h[i]) < 0 {
+			return false
+		}
+	}
+	label := h[:len(h)-6]
+	alnum := func(c byte) bool { return '0' <= c && c <= '9' || 'a' <= c && c <= 'z' }
+	if !alnum(label[0]) || !alnum(label[len(label)-1]) {
+		return false
+	}
+	for i := 1; i < len(label)-1; i++ {
+		if c := label[i]; c != '-' && !alnum(c) {
+			return false
+		}
+	}
+	return true
+}
 
 // kubeVars are the variables the kubelet puts into every container (for
 // the API service), whatever enableServiceLinks says.
@@ -88,7 +148,7 @@ func detectEnvironment(s sysRoot, env map[string]string) Environment {
 		docker = append(docker, "container="+v+" is set")
 	}
 	var weak []string // listed, deciding nothing
-	if h := env["HOSTNAME"]; podHostname.MatchString(h) {
+	if h := env["HOSTNAME"]; isPodHostname(h) {
 		clue := "hostname " + h + " looks like a pod name"
 		if criRuntime {
 			k8s = append(k8s, clue)
@@ -118,7 +178,7 @@ func kubeletPodMount(b []byte) string {
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
-		if len(f) > 4 && kubeletPodDir.MatchString(f[3]) {
+		if len(f) > 4 && inKubeletPodDir(f[3]) {
 			return f[4]
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/urfave/cli/v2"
 
@@ -43,7 +44,9 @@ type settings struct {
 
 func parseSize(s string) (int64, error) { return units.ParseSize(s) }
 
-var userRE = regexp.MustCompile(`^[A-Za-z0-9_.][A-Za-z0-9_.-]*(:[A-Za-z0-9_.][A-Za-z0-9_.-]*)?$`)
+var userRE = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^[A-Za-z0-9_.][A-Za-z0-9_.-]*(:[A-Za-z0-9_.][A-Za-z0-9_.-]*)?$`)
+})
 
 // parseSettings reads and validates the global flags; every mistake is a
 // usage error naming the flag.
@@ -95,7 +98,7 @@ func parseSettings(c *cli.Context) (settings, error) {
 			s.dropCaps = append(s.dropCaps, caps.Name(c))
 		}
 	}
-	if s.user != "" && !userRE.MatchString(s.user) {
+	if s.user != "" && !userRE().MatchString(s.user) {
 		return s, usagef("--%s: %q is not USER[:GROUP]", flagUser, s.user)
 	}
 	d, err := killAfter(c)

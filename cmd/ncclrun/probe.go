@@ -283,7 +283,7 @@ func (p *transportProbe) readFile(path string, pf *probeFile) {
 
 // versionLine is NCCL's version banner as its INFO level prints it; at
 // WARN (VERSION) level NCCL prints the message alone.
-var versionLine = regexp.MustCompile(` NCCL INFO (NCCL version \S+.*)$`)
+var versionLine = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(` NCCL INFO (NCCL version \S+.*)$`) })
 
 // line diagnoses one line of a debug file and gives back what NCCL would
 // have printed at WARN: its WARN lines as they are, the version banner.
@@ -296,7 +296,7 @@ func (p *transportProbe) line(l []byte) {
 	case bytes.Contains(l, []byte(" NCCL WARN ")):
 		p.gate.emit(l)
 	default:
-		if m := versionLine.FindSubmatch(l); m != nil {
+		if m := versionLine().FindSubmatch(l); m != nil {
 			p.gate.emit(m[1])
 		}
 	}

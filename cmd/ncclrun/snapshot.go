@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -22,7 +23,7 @@ import (
 // flagOutput is snapshot's --output.
 const flagOutput = "output"
 
-var snapHostRe = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
+var snapHostRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`[^A-Za-z0-9._-]+`) })
 
 // snapshotFlags are snapshot's flags: where it goes, and --root to copy a
 // tree instead of the live system. The other global flags mean nothing here.
@@ -46,7 +47,7 @@ func defaultSnapName(now time.Time) string {
 	if err != nil || host == "" {
 		host = "unknown"
 	}
-	host = strings.Trim(snapHostRe.ReplaceAllString(host, "_"), "._-")
+	host = strings.Trim(snapHostRe().ReplaceAllString(host, "_"), "._-")
 	if host == "" {
 		host = "unknown"
 	}
