@@ -82,9 +82,9 @@ type argWords struct {
 
 var words = sync.OnceValue(func() argWords {
 	w := argWords{value: map[string]bool{}, boolean: map[string]bool{}, commands: map[string]bool{}}
-	for _, f := range append(globalFlags(), cli.HelpFlag) {
+	for _, f := range cachedNames(append(globalFlags(), cli.HelpFlag)) {
 		kind := w.value
-		if _, ok := f.(*cli.BoolFlag); ok {
+		if _, ok := f.(*cachedBool); ok {
 			kind = w.boolean
 		}
 		for _, n := range f.Names() {

@@ -63,3 +63,17 @@ func TestBuildAppOnlyTheRunningCommand(t *testing.T) {
 	assert.Equal(t, "run", flagsFor(normalize([]string{"ncclrun", "--", "true"})))
 	assert.Equal(t, "doctor", flagsFor(normalize([]string{"ncclrun", "--strict", "doctor"})))
 }
+
+// TestFlagNamesAsTheLibrary: the same names as cli.FlagNames, v1 forms and
+// lines included.
+func TestFlagNamesAsTheLibrary(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		aliases []string
+	}{
+		{"root", nil}, {"kill-after", []string{"k"}}, {"", nil}, {"a, b", []string{"c d", ",", " "}},
+		{"a,b\nc d", nil}, {"x ,\n,y\n", []string{"\n", "p\n q"}}, {"  lead", []string{"t  "}},
+	} {
+		assert.Equal(t, cli.FlagNames(tc.name, tc.aliases), flagNames(tc.name, tc.aliases), "%q %q", tc.name, tc.aliases)
+	}
+}
