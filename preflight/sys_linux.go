@@ -20,10 +20,10 @@ import (
 func liveStatus() (procStatus, error) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	b, err := os.ReadFile("/proc/thread-self/status")
+	b, err := readLive("/proc/thread-self/status", maxFile, false)
 	if err != nil {
 		var err2 error
-		b, err2 = os.ReadFile("/proc/self/status")
+		b, err2 = readLive("/proc/self/status", maxFile, false)
 		if err2 != nil {
 			return procStatus{}, fmt.Errorf("read /proc/thread-self/status: %w", err)
 		}
