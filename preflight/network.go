@@ -21,20 +21,26 @@ type NetInterface struct {
 
 func (i NetInterface) usable() bool { return i.Up && len(i.Addrs) > 0 }
 
-// liveInterfaces lists the interfaces with net.Interfaces and their
-// addresses from one address dump (addrsByIndex; an interface whose
-// addresses cannot be read has none, as before); the IPv6 loopback
-// address is left out as NCCL leaves it out.
+// netLink is what preflight uses of a network interface: its name, index
+// and whether it is up.
+type netLink struct {
+	name  string
+	index int
+	up    bool
+}
+
+// liveInterfaces lists the interfaces and their addresses (linksAndAddrs:
+// on Linux one netlink socket, one link dump and one address dump); the
+// IPv6 loopback address is left out as NCCL leaves it out.
 func liveInterfaces() ([]NetInterface, error) {
-	ifs, err := net.Interfaces()
+	links, byIndex, err := linksAndAddrs()
 	if err != nil {
 		return nil, fmt.Errorf("list interfaces: %w", err)
 	}
-	byIndex, _ := addrsByIndex()
 	var out []NetInterface
-	for _, i := range ifs {
-		ni := NetInterface{Name: i.Name, Up: i.Flags&net.FlagUp != 0}
-		for _, a := range byIndex[i.Index] {
+	for _, l := range links {
+		ni := NetInterface{Name: l.name, Up: l.up}
+		for _, a := range byIndex[l.index] {
 			ipn, ok := a.(*net.IPNet)
 			if !ok || (ipn.IP.To4() == nil && ipn.IP.IsLoopback()) {
 				continue
