@@ -31,6 +31,9 @@ func lookCommand(path, pathEnv string) (string, error) {
 			dir = "."
 		}
 		p := filepath.Join(dir, path)
+		if absentEntry(p) {
+			continue // checkExecutable would say ErrNotFound, which the loop skips
+		}
 		err := checkExecutable(p)
 		if err == nil {
 			return p, nil
@@ -62,6 +65,24 @@ func checkExecutable(p string) error {
 		return fmt.Errorf("%w: %w", ErrNotExecutable, syscall.EACCES)
 	}
 	return nil
+}
+
+// absentEntry reports whether stat(2) of p fails with an error that
+// checkExecutable reports as ErrNotFound (anything but a permission
+// error), without the error values and the message it would make: a
+// start stats every PATH directory before the command's.
+func absentEntry(p string) bool {
+	var st syscall.Stat_t
+	for {
+		err := syscall.Stat(p, &st)
+		switch err {
+		case nil, syscall.EACCES, syscall.EPERM:
+			return false
+		case syscall.EINTR:
+			continue
+		}
+		return true
+	}
 }
 
 // execError maps the errno of a failed execve to a *StartError: ENOENT
