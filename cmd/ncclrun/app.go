@@ -111,6 +111,10 @@ func normalize(args []string) []string {
 		args = []string{"ncclrun"}
 	}
 	prog, rest := args[0], args[1:]
+	if len(rest) == 1 && rest[0] == "--version" {
+		// tini --version, dumb-init --version: the same as `version`.
+		return []string{prog, "version"}
+	}
 	out := func(cmd string, globals, tail []string) []string {
 		r := make([]string, 0, len(args)+1)
 		r = append(r, prog, cmd)

@@ -90,7 +90,9 @@ func TestEnvRespectsNCCLConfFile(t *testing.T) {
 }
 
 func TestVersion(t *testing.T) {
-	r := ncclrun(t, "version")
-	require.Equal(t, 0, r.code)
-	require.Regexp(t, `^ncclrun `+regexp.QuoteMeta(testVersion)+` \(commit `+testCommit+`, go\S+ \S+/\S+\)\n$`, r.stdout)
+	for _, args := range [][]string{{"version"}, {"--version"}} {
+		r := ncclrun(t, args...)
+		require.Equal(t, 0, r.code, "%v", args)
+		require.Regexp(t, `^ncclrun `+regexp.QuoteMeta(testVersion)+` \(commit `+testCommit+`, go\S+ \S+/\S+\)\n$`, r.stdout, "%v", args)
+	}
 }

@@ -39,6 +39,8 @@ func TestNormalize(t *testing.T) {
 		{"--quiet fake-nccl --ranks 2", "fake-nccl --ranks 2"},
 		{"explain a.log b.log", "explain a.log b.log"},
 		{"- x", "run - x"},
+		{"--version", "version"},
+		{"--version x", "run --version x"},
 	} {
 		t.Run(tc.in, func(t *testing.T) {
 			got := normalize(append([]string{"ncclrun"}, strings.Fields(tc.in)...))
