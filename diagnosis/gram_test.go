@@ -124,8 +124,9 @@ func TestGramFilterShortLiteral(t *testing.T) {
 
 // feedBoth feeds lines to a matcher with the filters and to one without,
 // and requires the same FeedAll result for every line and the same
-// Diagnoses at the end.
-func feedBoth(t *testing.T, c *Catalog, f Facts, name string, lines []string) {
+// Diagnoses at the end; it returns the matcher with the filters (and the
+// memo).
+func feedBoth(t *testing.T, c *Catalog, f Facts, name string, lines []string) *Matcher {
 	t.Helper()
 	fast, slow := NewMatcherWith(c, f), NewMatcherWith(c, f)
 	slow.nofilter = true
@@ -134,6 +135,8 @@ func feedBoth(t *testing.T, c *Catalog, f Facts, name string, lines []string) {
 		require.Equal(t, b, a, "%s line %d: %q", name, i+1, l)
 	}
 	require.Equal(t, slow.Diagnoses(), fast.Diagnoses(), "%s: diagnoses", name)
+	require.Nil(t, slow.memo, "the reference matcher has no memo")
+	return fast
 }
 
 // TestFastPathSameResults runs every testdata log, every sample (under its

@@ -40,14 +40,7 @@ func TestMemoSameResults(t *testing.T) {
 		}
 		lines = append(lines, lines...)
 		for _, f := range []Facts{{}, {Known: true, MemlockAdequate: true, ShmBytes: 1 << 26}} {
-			fast, slow := NewMatcherWith(c, f), NewMatcherWith(c, f)
-			slow.nofilter = true
-			for k, l := range lines {
-				x, y := fast.FeedAll([]byte(l)), slow.FeedAll([]byte(l))
-				require.Equal(t, y, x, "%s line %d: %q", p, k+1, l)
-			}
-			require.Equal(t, slow.Diagnoses(), fast.Diagnoses(), "%s: diagnoses", p)
-			require.Nil(t, slow.memo, "the reference matcher has no memo")
+			fast := feedBoth(t, c, f, p, lines)
 			if fast.memo != nil {
 				for _, e := range fast.memo.slot {
 					if e.known != 0 {
