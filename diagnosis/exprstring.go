@@ -5,6 +5,7 @@ import (
 	"regexp/syntax"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // exprString writes a parsed expression back as an expression regexp
@@ -34,6 +35,11 @@ func writeExpr(b *strings.Builder, re *syntax.Regexp) {
 			b.WriteString(`(?i:`)
 		}
 		for _, r := range re.Rune {
+			if !utf8.ValidRune(r) {
+				// \x{d800} matches nothing; string(r) would be U+FFFD.
+				writeRune(b, r)
+				continue
+			}
 			b.WriteString(regexp.QuoteMeta(string(r)))
 		}
 		if fold {

@@ -319,9 +319,15 @@ func FeedReader(m *Matcher, r io.Reader) error {
 	buf := make([]byte, feedChunk)
 	n := 0
 	skipping := false // in the rest of a line longer than MaxLine
+	empty := 0        // reads in a row that returned nothing
 	for {
 		k, err := r.Read(buf[n:])
 		n += k
+		if k > 0 || err != nil {
+			empty = 0
+		} else if empty++; empty >= 100 {
+			err = io.ErrNoProgress // as bufio's reader does
+		}
 		p := buf[:n]
 		if skipping {
 			i := bytes.IndexByte(p, '\n')

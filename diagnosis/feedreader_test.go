@@ -82,3 +82,18 @@ func TestFeedReaderSameAsLines(t *testing.T) {
 	require.ErrorIs(t, err, boom)
 	require.Len(t, m.Diagnoses(), 1)
 }
+
+type zeroReader struct{}
+
+func (zeroReader) Read([]byte) (int, error) { return 0, nil }
+
+// TestFeedReaderNoProgress: a reader that returns nothing for ever is an
+// error (io.ErrNoProgress, as with bufio), not a loop, and the lines read
+// before count.
+func TestFeedReaderNoProgress(t *testing.T) {
+	m := NewMatcher(Facts{})
+	warn := "host:1:2 [0] misc/ibvwrap.cc:190 NCCL WARN Call to ibv_reg_mr failed with error Cannot allocate memory\n"
+	err := FeedReader(m, io.MultiReader(strings.NewReader(warn), zeroReader{}))
+	require.ErrorIs(t, err, io.ErrNoProgress)
+	require.Len(t, m.Diagnoses(), 1)
+}

@@ -88,9 +88,12 @@ func TestExprStringSameAnswer(t *testing.T) {
 			exprs = append(exprs, p.Not...)
 		}
 	}
-	exprs = append(exprs, `(?i)abc[^x]*\d{2,}?$`, `^a|(?m:^b$)|\Bc\b|(?s:.)x{3}|y{2,}|(?:)`, `[\p{Greek}]+é`)
-	lines := allTestLines(t)
-	var samples []string
+	exprs = append(exprs, `(?:abcde|fghij)\x{d800}`, `(?i)abc[^x]*\d{2,}?$`, `^a|(?m:^b$)|\Bc\b|(?s:.)x{3}|y{2,}|(?:)`, `[\p{Greek}]+é`)
+	// Invalid UTF-8 reads as U+FFFD, which a surrogate escape must not
+	// become.
+	odd := []string{"abcde\xff", "fghij\xef\xbf\xbd", "abcde\xed\xa0\x80"}
+	lines := append(allTestLines(t), odd...)
+	samples := odd
 	for _, e := range DefaultCatalog().Entries() {
 		samples = append(append(samples, e.Samples.Match...), e.Samples.NoMatch...)
 	}
@@ -118,6 +121,7 @@ func TestExprStringSameAnswer(t *testing.T) {
 		for i := 0; i < len(lines); i += step {
 			sampled = append(sampled, lines[i])
 		}
+		sampled = append(sampled, odd...)
 		same(tree, sampled)
 		for _, b := range distribute(tree) {
 			same(b, sampled)

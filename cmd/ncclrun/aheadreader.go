@@ -51,9 +51,20 @@ func (a *aheadReader) fill(r io.Reader) {
 		case <-a.done:
 			return
 		}
-		n, err := io.ReadAtLeast(r, b, len(b))
-		if err == io.ErrUnexpectedEOF {
-			err = io.EOF
+		// Fill b, keeping r's own error (io.ReadAtLeast would turn a
+		// reader's io.ErrUnexpectedEOF into a clean end); a reader that
+		// returns nothing many times over is io.ErrNoProgress, as bufio's.
+		n, empty := 0, 0
+		var err error
+		for n < len(b) && err == nil {
+			var k int
+			k, err = r.Read(b[n:])
+			n += k
+			if k == 0 && err == nil {
+				if empty++; empty >= 100 {
+					err = io.ErrNoProgress
+				}
+			}
 		}
 		select {
 		case a.full <- aheadChunk{b: b[:n], err: err}:

@@ -11,6 +11,11 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// zeroReader returns (0, nil) for ever.
+type zeroReader struct{}
+
+func (zeroReader) Read([]byte) (int, error) { return 0, nil }
+
 // TestAheadReader: what aheadReader reads is r's bytes in order, then r's
 // error, whatever the sizes of r's reads and of the reader's; Close
 // returns once the goroutine no longer reads r, also before the end.
@@ -29,6 +34,10 @@ func TestAheadReader(t *testing.T) {
 		"eof and data": {func() io.Reader { return iotest.DataErrReader(bytes.NewReader(data)) }, data, nil},
 		"error":        {func() io.Reader { return io.MultiReader(bytes.NewReader(data[:5]), iotest.ErrReader(boom)) }, data[:5], boom},
 		"error later":  {func() io.Reader { return io.MultiReader(bytes.NewReader(data), iotest.ErrReader(boom)) }, data, boom},
+		"truncated": {func() io.Reader {
+			return io.MultiReader(bytes.NewReader(data[:3]), iotest.ErrReader(io.ErrUnexpectedEOF))
+		}, data[:3], io.ErrUnexpectedEOF},
+		"no progress": {func() io.Reader { return zeroReader{} }, nil, io.ErrNoProgress},
 	} {
 		for _, step := range []int{1, 4096, aheadSize + 1} {
 			a := newAheadReader(tc.r())
