@@ -318,17 +318,21 @@ func start(t *testing.T, env []string, argv ...string) *started {
 func waitReady(t *testing.T, lines <-chan string, out io.Writer) {
 	t.Helper()
 	seen := map[string]bool{}
+	var got []string // the client's last lines, for the failure message
 	timeout := time.After(hangGuard)
 	for len(seen) < 2 {
 		select {
 		case l, ok := <-lines:
-			require.True(t, ok, "the client ended before both ranks were ready")
+			require.True(t, ok, "the client ended before both ranks were ready; its last lines: %q", got)
 			fmt.Fprintln(out, l)
+			if got = append(got, l); len(got) > 20 {
+				got = got[1:]
+			}
 			if strings.HasPrefix(l, "ready ") {
 				seen[l] = true
 			}
 		case <-timeout:
-			t.Fatalf("ranks not ready within %v", hangGuard)
+			t.Fatalf("ranks not ready within %v; the client's last lines: %q", hangGuard, got)
 		}
 	}
 }
@@ -336,15 +340,27 @@ func waitReady(t *testing.T, lines <-chan string, out io.Writer) {
 // Promise (issue 12.4): SIGTERM with workers that ignore it: torchrun sends
 // them SIGTERM, waits its 30 s, SIGKILLs them and exits 1; through ncclrun
 // (default --kill-after) it is not killed mid-way, and ncclrun exits as
-// torchrun does. Both run side by side (30 s each).
+// torchrun does. Both shut down side by side (30 s each).
 func TestTorchrunSIGTERMWorkersIgnoreIt(t *testing.T) {
 	tr := torchrun(t)
 	rep := filepath.Join(shared(t), "report.json")
-	plain := start(t, clientEnv(t, "IGNORE_TERM=1"), torchArgs(tr, "wait.py")...)
-	via := start(t, clientEnv(t, "IGNORE_TERM=1"), append([]string{ncclrunBin, "--report", rep, "--"}, torchArgs(tr, "wait.py")...)...)
+	var via *started
 	var wg sync.WaitGroup
 	codes := make([]int, 2)
-	for i, s := range []*started{plain, via} {
+	for i := range 2 {
+		// One after the other: torch 1.13's agent picks its workers'
+		// port by binding port 0 and closing it, so two torchruns that
+		// start at once can pick the same one, and one job then waits
+		// for ever for its ranks. The second starts once the first's
+		// ranks are up (its ports are bound), during the first's 30 s.
+		argv := torchArgs(tr, "wait.py") // plain torchrun, then through ncclrun
+		if i == 1 {
+			argv = append([]string{ncclrunBin, "--report", rep, "--"}, argv...)
+		}
+		s := start(t, clientEnv(t, "IGNORE_TERM=1"), argv...)
+		if i == 1 {
+			via = s
+		}
 		waitReady(t, s.lines, io.Discard)
 		require.NoError(t, s.cmd.Process.Signal(syscall.SIGTERM))
 		wg.Add(1)
