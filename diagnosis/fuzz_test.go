@@ -1,7 +1,6 @@
 package diagnosis
 
 import (
-	"bufio"
 	"bytes"
 	"os"
 	"path/filepath"
@@ -17,14 +16,8 @@ func corpusLines(f *testing.F) [][]byte {
 	for _, glob := range []string{"testdata/corpus/*.log", "testdata/healthy/*.log", "testdata/synthetic/*.log", "testdata/blind/*.log"} {
 		paths, _ := filepath.Glob(glob)
 		for _, p := range paths {
-			b, err := os.ReadFile(p)
-			if err != nil {
-				f.Fatal(err)
-			}
-			sc := bufio.NewScanner(bytes.NewReader(b))
-			sc.Buffer(make([]byte, MaxLine), MaxLine)
-			for sc.Scan() {
-				out = append(out, append([]byte(nil), sc.Bytes()...))
+			for _, l := range logLines(f, p) {
+				out = append(out, []byte(l))
 			}
 		}
 	}

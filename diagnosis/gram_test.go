@@ -2,7 +2,6 @@ package diagnosis
 
 import (
 	"bufio"
-	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
@@ -30,6 +29,22 @@ func allTestLines(t testing.TB) []string {
 		require.NoError(t, err)
 		lines = append(lines, raceSample(strings.Split(string(b), "\n"))...)
 	}
+	return lines
+}
+
+// logLines returns the lines of the log at path (without their newlines).
+func logLines(t testing.TB, path string) []string {
+	t.Helper()
+	f, err := os.Open(path)
+	require.NoError(t, err)
+	defer f.Close()
+	var lines []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+	}
+	require.NoError(t, sc.Err(), path)
 	return lines
 }
 
@@ -149,14 +164,7 @@ func TestFastPathSameResults(t *testing.T) {
 	facts := []Facts{{}, {Known: true, MemlockAdequate: true, ShmBytes: 1 << 26}, {Known: true, NoRDMA: true}}
 	c := DefaultCatalog()
 	for _, p := range logs {
-		b, err := os.ReadFile(p)
-		require.NoError(t, err)
-		var lines []string
-		sc := bufio.NewScanner(bytes.NewReader(b))
-		sc.Buffer(make([]byte, MaxLine), MaxLine)
-		for sc.Scan() {
-			lines = append(lines, sc.Text())
-		}
+		lines := logLines(t, p)
 		for _, f := range facts {
 			feedBoth(t, c, f, p, lines)
 		}

@@ -1,10 +1,7 @@
 package diagnosis
 
 import (
-	"bufio"
-	"bytes"
 	"fmt"
-	"os"
 	"path/filepath"
 	"regexp"
 	"regexp/syntax"
@@ -30,13 +27,9 @@ func TestMemoSameResults(t *testing.T) {
 		if raceEnabled && i%8 != 0 {
 			continue // a sample under the race detector
 		}
-		b, err := os.ReadFile(p)
-		require.NoError(t, err)
 		var lines []string
-		sc := bufio.NewScanner(bytes.NewReader(b))
-		sc.Buffer(make([]byte, MaxLine), MaxLine)
-		for sc.Scan() {
-			lines = append(lines, sc.Text(), sc.Text())
+		for _, l := range logLines(t, p) {
+			lines = append(lines, l, l)
 		}
 		lines = append(lines, lines...)
 		for _, f := range []Facts{{}, {Known: true, MemlockAdequate: true, ShmBytes: 1 << 26}} {

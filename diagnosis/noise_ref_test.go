@@ -1,10 +1,8 @@
 package diagnosis
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/binary"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,18 +11,11 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// noiseRef is Noise as the fourth pass wrote it (a table of starts
+// noiseRef is Noise as the fourth pass wrote it (a table of noiseStarts
 // indexed by the first byte, bytes.HasPrefix each): the reference that
 // Noise's word comparisons and NoiseLines must agree with on every line.
 var refKinds = func() (k [256][][]byte) {
-	for _, s := range []string{
-		"Channel ", "Ring ", "Trees ", "Connected all ", "threadThresholds ",
-		"P2P Chunksize", "comm 0x", "ncclCommInitRank comm ",
-		"Setting affinity for GPU ", "NET/IB : Using [", "GPU Direct RDMA Enabled ",
-		"AllReduce: opCount", "AllGather: opCount", "ReduceScatter: opCount",
-		"Broadcast: opCount", "Reduce: opCount", "Send: opCount", "Recv: opCount",
-		"AllToAll: opCount",
-	} {
+	for _, s := range noiseStarts {
 		k[s[0]] = append(k[s[0]], []byte(s))
 	}
 	return k
@@ -122,15 +113,7 @@ func referenceLines(t *testing.T) []string {
 	logs, err := filepath.Glob("testdata/*/*.log")
 	require.NoError(t, err)
 	for _, name := range logs {
-		f, err := os.Open(name)
-		require.NoError(t, err)
-		sc := bufio.NewScanner(f)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		for sc.Scan() {
-			lines = append(lines, sc.Text())
-		}
-		require.NoError(t, sc.Err(), name)
-		f.Close()
+		lines = append(lines, logLines(t, name)...)
 	}
 	return append(lines, strings.Split(gramRef, "\n")...)
 }
