@@ -12,11 +12,11 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/klauspost/compress/zstd"
 	"github.com/ulikunitz/xz"
 	"github.com/urfave/cli/v2"
 
 	"github.com/ncclrun/ncclrun/diagnosis"
+	"github.com/ncclrun/ncclrun/internal/zstd"
 )
 
 func cmdExplain(c *cli.Context, e *env) error {
@@ -95,8 +95,6 @@ func inputError(name string, err error) error {
 		err = fmt.Errorf("%w (decompress it first: xz -dc FILE | ncclrun explain -)", xe)
 	case errors.As(err, &ze):
 		err = fmt.Errorf("%w (decompress it first: zstd -dc FILE | ncclrun explain -)", ze)
-	case errors.Is(err, zstd.ErrWindowSizeExceeded), errors.Is(err, zstd.ErrDecoderSizeExceeded):
-		err = fmt.Errorf("zstd frame needs more than explain's %s decompression limit (decompress it first: zstd -dc FILE | ncclrun explain -)", sizeText(decoderCap))
 	default:
 		var re *readError
 		if errors.As(err, &re) {
@@ -150,12 +148,11 @@ func decompress(r io.Reader) (io.Reader, io.Closer, error) {
 	case bytes.HasPrefix(head, magicBzip2):
 		return &namedReader{r: bzip2.NewReader(br)}, closerFunc(func() {}), nil
 	case bytes.HasPrefix(head, magicZstd):
-		zr, err := zstd.NewReader(newZstdGuard(br, decoderCap), zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true),
-			zstd.WithDecoderMaxWindow(decoderCap), zstd.WithDecoderMaxMemory(decoderCap))
-		if err != nil {
-			return nil, nil, fmt.Errorf("zstd: %w", err)
-		}
-		return &namedReader{r: zr}, closerFunc(zr.Close), nil
+		// The decoder keeps at most zstd.MaxWindowSize (decoderCap) of
+		// history; the guard refuses, naming it, a frame that declares
+		// more, before the decoder reads it.
+		g := newZstdGuard(br, decoderCap)
+		return &namedReader{r: zstdReader{r: zstd.NewReader(g), in: g}}, closerFunc(func() {}), nil
 	case bytes.HasPrefix(head, magicXz):
 		xr, err := xz.NewReader(newXZGuard(br, decoderCap))
 		if err != nil {
@@ -164,6 +161,29 @@ func decompress(r io.Reader) (io.Reader, io.Closer, error) {
 		return &namedReader{r: xr}, closerFunc(func() {}), nil
 	}
 	return &namedReader{r: br}, nil, nil
+}
+
+// zstdReader reads the zstd decoder, which wraps every error with the
+// offset where it occurred ("zstd decompression error at N: ..."). An error
+// of its input (the guard's, the file's) is passed on as it is, and a
+// truncated input is io.ErrUnexpectedEOF itself ("unexpected EOF", as for
+// the other formats); the decoder's own errors (corrupt input) keep their
+// offset.
+type zstdReader struct {
+	r  *zstd.Reader
+	in *zstdGuard
+}
+
+func (z zstdReader) Read(p []byte) (int, error) {
+	n, err := z.r.Read(p)
+	switch {
+	case err == nil || err == io.EOF:
+	case z.in.failed != nil:
+		err = z.in.failed
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		err = io.ErrUnexpectedEOF
+	}
+	return n, err
 }
 
 // sizeText renders bytes as "8 MiB" or "1.5 GiB".

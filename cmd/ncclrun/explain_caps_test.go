@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"hash/crc32"
 	"io"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -216,6 +218,97 @@ func TestExplainRealCompressors(t *testing.T) {
 			p := filepath.Join(tmp, "refused")
 			require.NoError(t, os.WriteFile(p, tool(t, big, c.argv...), 0o644))
 			requireUsage(t, ncclrun(t, "explain", p), c.msg)
+		})
+	}
+}
+
+// TestExplainZstdFrames: what the zstd tool writes, concatenated with
+// skippable frames (RFC 8878 3.1.2) between, decompresses to the same
+// bytes and explains as the plain log; a frame whose back-references reach
+// further than the 8 MiB it declares, a bad checksum and a truncated file
+// are one line naming the input and exit 2, within bounded memory, never
+// wrong output.
+func TestExplainZstdFrames(t *testing.T) {
+	zstdTool := testutil.RequireTool(t, "zstd")
+	tool := func(t *testing.T, in []byte, args ...string) []byte {
+		t.Helper()
+		cmd := exec.Command(zstdTool, append([]string{"-q", "-c"}, args...)...)
+		cmd.Stdin = bytes.NewReader(in)
+		out, err := cmd.Output()
+		require.NoError(t, err, "zstd %v", args)
+		return out
+	}
+	skippable := func(magic byte, payload string) []byte {
+		b := binary.LittleEndian.AppendUint32(nil, 0x184d2a50+uint32(magic))
+		b = binary.LittleEndian.AppendUint32(b, uint32(len(payload)))
+		return append(b, payload...)
+	}
+	plain := []byte(mustRead(t, filepath.Join(corpusDir(t), "memlock-32.log")))
+	tmp := t.TempDir()
+	write := func(name string, data []byte) string {
+		p := filepath.Join(tmp, name)
+		require.NoError(t, os.WriteFile(p, data, 0o644))
+		return p
+	}
+
+	t.Run("frames and skippable frames", func(t *testing.T) {
+		data := bytes.Join([][]byte{tool(t, plain, "--check"), skippable(15, ""),
+			tool(t, plain, "-19", "--no-check"), skippable(7, "last")}, nil)
+		r, c, err := decompress(bytes.NewReader(data))
+		require.NoError(t, err)
+		got, err := io.ReadAll(r)
+		require.NoError(t, err)
+		require.NoError(t, c.Close())
+		require.True(t, bytes.Equal(bytes.Repeat(plain, 2), got), "decompressed bytes differ")
+
+		want := ncclrun(t, "explain", "--json", repeatedFile(t, tmp, plain, 2))
+		require.Equal(t, 0, want.code)
+		res := runMeasured(t, "explain", "--json", write("frames.zst", data))
+		require.Equal(t, 0, res.code, "stderr %q", res.stderr)
+		require.JSONEq(t, want.stdout, res.stdout)
+	})
+
+	// 8.5 MiB of random bytes, then their first 64 KiB again: the copy is
+	// one match 8.5 MiB back, which zstd --long=24 finds in a frame
+	// declaring a 16 MiB window (refused by the guard). The same frame
+	// declaring 8 MiB (its window descriptor patched) is corrupt: the
+	// decoder keeps 8 MiB, and the match is an error, not other bytes.
+	head := make([]byte, 8<<20+512<<10)
+	rng := rand.New(rand.NewChaCha8([32]byte{2}))
+	for i := range head {
+		head[i] = byte(rng.Uint32())
+	}
+	long := tool(t, append(head, head[:64<<10]...), "-1", "--long=24")
+	require.Equal(t, []byte{0x28, 0xb5, 0x2f, 0xfd, 0x04, 0x70}, long[:6], "a frame with a checksum declaring 16 MiB")
+	patched := append([]byte{}, long...)
+	patched[5] = 0x68 // window descriptor: 8 MiB
+	sum := tool(t, plain, "--check")
+	badSum := append([]byte{}, sum...)
+	badSum[len(badSum)-1] ^= 0xff
+	reserved := append(append([]byte{}, tool(t, plain, "--no-check")...), 0x28, 0xb5, 0x2f, 0xfd, 0x00, 0x68, 0x07, 0x00, 0x00)
+	for _, c := range []struct {
+		name, file string
+		data       []byte
+		msg        string // the end of the one line
+	}{
+		{"16 MiB window", "long.zst", long, "zstd window of 16 MiB exceeds explain's 8 MiB decompression limit (decompress it first: zstd -dc FILE | ncclrun explain -)"},
+		{"match past the 8 MiB window", "patched.zst", patched, "offset past window"},
+		{"bad checksum", "badsum.zst", badSum, fmt.Sprintf("zstd decompression error at %d: invalid checksum", len(sum)-4)},
+		{"truncated in a block", "cut.zst", sum[:len(sum)/2], "cut.zst: unexpected EOF"},
+		{"truncated in the checksum", "cutsum.zst", sum[:len(sum)-1], "cutsum.zst: unexpected EOF"},
+		{"truncated frame header", "cuthead.zst", append(append([]byte{}, sum...), sum[:6]...), "cuthead.zst: unexpected EOF"},
+		{"reserved block type (the guard's error)", "reserved.zst", reserved, "reserved.zst: zstd: malformed frame"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := write(c.file, c.data)
+			r := runMeasured(t, "explain", p)
+			requireUsage(t, result{code: r.code, stdout: r.stdout, stderr: r.stderr}, c.msg)
+			line := strings.TrimSuffix(r.stderr, "\n")
+			assert.True(t, strings.HasPrefix(line, "ncclrun: explain: "+p+": "), line)
+			if !strings.Contains(c.msg, "decompression error") {
+				assert.True(t, strings.HasSuffix(line, c.msg), line)
+			}
+			assert.Less(t, r.maxRSS, int64(32<<20))
 		})
 	}
 }

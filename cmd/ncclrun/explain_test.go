@@ -12,12 +12,13 @@ import (
 	"sort"
 	"testing"
 
-	"github.com/klauspost/compress/zstd"
+	kzstd "github.com/klauspost/compress/zstd" // its encoder writes the tests' zstd input
 	"github.com/stretchr/testify/require"
 	"github.com/ulikunitz/xz"
 
 	"github.com/ncclrun/ncclrun/internal/corpus"
 	"github.com/ncclrun/ncclrun/internal/testutil"
+	"github.com/ncclrun/ncclrun/internal/zstd"
 )
 
 // corpusDir is the real-log corpus in diagnosis/testdata/corpus.
@@ -165,7 +166,7 @@ func gzipBytes(t *testing.T, b []byte) []byte {
 
 func zstdBytes(t *testing.T, b []byte) []byte {
 	var buf bytes.Buffer
-	w, err := zstd.NewWriter(&buf)
+	w, err := kzstd.NewWriter(&buf)
 	require.NoError(t, err)
 	_, err = w.Write(b)
 	require.NoError(t, err)
@@ -186,6 +187,10 @@ func xzBytes(t *testing.T, b []byte) []byte {
 // TestDecompress checks the magic-byte detection in-process, whatever the
 // diagnosis package finds.
 func TestDecompress(t *testing.T) {
+	// The guard refuses every zstd window over decoderCap: the decoder,
+	// which keeps at most its MaxWindowSize, must keep that much, or
+	// frames the guard passes would fail mid-way instead of being named.
+	require.LessOrEqual(t, decoderCap, zstd.MaxWindowSize)
 	plain := []byte("NCCL WARN Call to ibv_reg_mr failed\nline two\n")
 	for name, data := range map[string][]byte{
 		"plain": plain, "gzip": gzipBytes(t, plain), "zstd": zstdBytes(t, plain), "xz": xzBytes(t, plain),

@@ -326,8 +326,10 @@ func (g *xzGuard) padding(c byte) error {
 // zstdGuard passes zstd data through unchanged while it walks its frames
 // (RFC 8878: frame headers, block headers, checksums, skippable frames)
 // without decoding, and fails a Read before the decoder gets a frame
-// header whose window is larger than max. The decoder enforces the same
-// cap (WithDecoderMaxWindow); the guard is what names the window.
+// header whose window is larger than max. The decoder (internal/zstd)
+// keeps at most zstd.MaxWindowSize (max) of history whatever a frame
+// declares, and fails on a back-reference past it; the guard is what
+// refuses such a frame before it is decoded, naming the window.
 type zstdGuard struct {
 	r   io.Reader
 	max int64
@@ -338,6 +340,10 @@ type zstdGuard struct {
 	then func() error
 	skip int64
 	sum  bool // the frame ends in a 4-byte checksum
+
+	// failed is the first error Read returned other than io.EOF: the
+	// walk's, or r's own.
+	failed error
 }
 
 // zstdCapError is a zstd frame declaring a window over the cap.
@@ -360,6 +366,9 @@ func (g *zstdGuard) Read(p []byte) (int, error) {
 		return 0, g.err
 	}
 	n, err := g.r.Read(p)
+	if err != nil && err != io.EOF && g.failed == nil {
+		g.failed = err
+	}
 	for b := p[:n]; len(b) > 0; {
 		if g.skip > 0 {
 			k := min(g.skip, int64(len(b)))
@@ -373,7 +382,7 @@ func (g *zstdGuard) Read(p []byte) (int, error) {
 		b = b[k:]
 		if g.want == 0 {
 			if werr := g.then(); werr != nil {
-				g.err = werr
+				g.err, g.failed = werr, werr
 				return 0, werr
 			}
 		}
