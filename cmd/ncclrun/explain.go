@@ -120,6 +120,14 @@ var (
 	magicXz    = []byte{0xfd, '7', 'z', 'X', 'Z', 0x00}
 )
 
+// zstdSkippable reports whether b starts with the magic number of a zstd
+// skippable frame (RFC 8878 3.1.2: 0x184D2A50 to 0x184D2A5F, little
+// endian), which pzstd writes before each frame and the seekable format
+// after the last.
+func zstdSkippable(b []byte) bool {
+	return len(b) >= 4 && b[0]&0xf0 == 0x50 && b[1] == 0x2a && b[2] == 0x4d && b[3] == 0x18
+}
+
 // decoderCap bounds what decompressing one input may take: the xz
 // dictionary and the zstd window its headers declare (gzip's window is
 // 32 KiB, bzip2's blocks 900 kB). 8 MiB covers `xz` up to -6 (its
@@ -130,7 +138,8 @@ var (
 const decoderCap = 8 << 20
 
 // decompress returns r's content, decompressed when it starts with the
-// magic bytes of gzip, bzip2, zstd or xz (whatever the file is called),
+// magic bytes of gzip, bzip2, zstd (a frame or a skippable frame) or xz
+// (whatever the file is called),
 // and a closer for the decoder (nil when r is not compressed).
 func decompress(r io.Reader) (io.Reader, io.Closer, error) {
 	br := bufio.NewReaderSize(r, 64<<10)
@@ -147,7 +156,7 @@ func decompress(r io.Reader) (io.Reader, io.Closer, error) {
 		return &namedReader{r: zr}, zr, nil
 	case bytes.HasPrefix(head, magicBzip2):
 		return &namedReader{r: bzip2.NewReader(br)}, closerFunc(func() {}), nil
-	case bytes.HasPrefix(head, magicZstd):
+	case bytes.HasPrefix(head, magicZstd), zstdSkippable(head):
 		// The decoder keeps at most zstd.MaxWindowSize (decoderCap) of
 		// history; the guard refuses, naming it, a frame that declares
 		// more, before the decoder reads it.

@@ -251,8 +251,24 @@ func TestExplainZstdFrames(t *testing.T) {
 		return p
 	}
 
+	t.Run("pzstd", func(t *testing.T) {
+		// pzstd writes a skippable frame (the next frame's size) before
+		// each frame: the file starts with one.
+		pzstd := testutil.RequireTool(t, "pzstd")
+		cmd := exec.Command(pzstd, "-q", "-c", "-p", "2")
+		cmd.Stdin = bytes.NewReader(bytes.Repeat(plain, 64))
+		data, err := cmd.Output()
+		require.NoError(t, err)
+		require.True(t, zstdSkippable(data), "pzstd's output starts with a skippable frame")
+		want := ncclrun(t, "explain", "--json", repeatedFile(t, tmp, plain, 64))
+		require.Equal(t, 0, want.code)
+		res := runMeasured(t, "explain", "--json", write("p.zst", data))
+		require.Equal(t, 0, res.code, "stderr %q", res.stderr)
+		require.JSONEq(t, want.stdout, res.stdout)
+	})
+
 	t.Run("frames and skippable frames", func(t *testing.T) {
-		data := bytes.Join([][]byte{tool(t, plain, "--check"), skippable(15, ""),
+		data := bytes.Join([][]byte{skippable(0, "first"), tool(t, plain, "--check"), skippable(15, ""),
 			tool(t, plain, "-19", "--no-check"), skippable(7, "last")}, nil)
 		r, c, err := decompress(bytes.NewReader(data))
 		require.NoError(t, err)
