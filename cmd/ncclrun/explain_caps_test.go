@@ -290,10 +290,7 @@ func TestExplainZstdFrames(t *testing.T) {
 	// declaring 8 MiB (its window descriptor patched) is corrupt: the
 	// decoder keeps 8 MiB, and the match is an error, not other bytes.
 	head := make([]byte, 8<<20+512<<10)
-	rng := rand.New(rand.NewChaCha8([32]byte{2}))
-	for i := range head {
-		head[i] = byte(rng.Uint32())
-	}
+	_, _ = rand.NewChaCha8([32]byte{2}).Read(head)
 	long := tool(t, append(head, head[:64<<10]...), "-1", "--long=24")
 	require.Equal(t, []byte{0x28, 0xb5, 0x2f, 0xfd, 0x04, 0x70}, long[:6], "a frame with a checksum declaring 16 MiB")
 	patched := append([]byte{}, long...)

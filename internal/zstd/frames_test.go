@@ -8,6 +8,7 @@ package zstd
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"os/exec"
@@ -44,7 +45,7 @@ func declaredWindow(t *testing.T, frame []byte) int {
 // MaxWindowSize is an error, after a prefix of the right output, never
 // wrong output; within MaxWindowSize the output is exact.
 func TestWindowCap(t *testing.T) {
-	rng := rand.New(rand.NewChaCha8([32]byte{1}))
+	rng := rand.NewChaCha8([32]byte{1})
 	for _, c := range []struct {
 		name      string
 		distance  int // bytes between a run of random data and its copy
@@ -57,9 +58,7 @@ func TestWindowCap(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			head := make([]byte, c.distance)
-			for i := range head {
-				head[i] = byte(rng.Uint32())
-			}
+			_, _ = rng.Read(head)
 			data := append(head, head[:64<<10]...)
 			frame := compress(t, data, "-1", c.long)
 			require.Equal(t, c.window, declaredWindow(t, frame))
@@ -137,6 +136,48 @@ func TestFrames(t *testing.T) {
 					}
 				}
 				require.Equal(t, string(c.want), string(got))
+			})
+		}
+	}
+}
+
+// TestWindowGrowth: a window allocates min(size, windowStart) first and
+// its whole size once it holds more, never more than that, and keeps the
+// last size bytes whatever the sizes of the saves.
+func TestWindowGrowth(t *testing.T) {
+	rng := rand.NewChaCha8([32]byte{3})
+	for _, size := range []int{1000, windowStart - 1, windowStart, windowStart + 1, 3 * windowStart} {
+		for _, chunk := range []int{1, 1000, 100 << 10, 128 << 10, windowStart + 7} {
+			t.Run(fmt.Sprintf("size %d, saves of %d", size, chunk), func(t *testing.T) {
+				var w window
+				w.reset(size)
+				var all []byte
+				for len(all) < 2*size+chunk {
+					b := make([]byte, chunk)
+					_, _ = rng.Read(b)
+					w.save(b)
+					all = append(all, b...)
+					tail := all[max(0, len(all)-size):]
+					if w.len() != uint32(len(tail)) {
+						t.Fatalf("after %d bytes the window holds %d, want %d", len(all), w.len(), len(tail))
+					}
+					want := size
+					if len(all) <= windowStart && size > windowStart {
+						want = windowStart
+					}
+					if cap(w.data) != want {
+						t.Fatalf("after %d bytes the window has allocated %d, want %d", len(all), cap(w.data), want)
+					}
+					// The content around the first step, when the window
+					// fills, and after save 1, 2, 4, 8, ...
+					near := func(n int) bool { return len(all) > n-2*chunk-3 && len(all) < n+2*chunk+3 }
+					if saves := len(all) / chunk; near(windowStart) || near(size) || saves&(saves-1) == 0 {
+						require.True(t, bytes.Equal(tail, w.appendTo(nil, 0, w.len())), "window content after %d bytes", len(all))
+					}
+					if chunk == 1 && len(all) > windowStart+10 {
+						break // past the first step: enough
+					}
+				}
 			})
 		}
 	}

@@ -17,15 +17,33 @@ type window struct {
 	off  int
 }
 
+// windowStart is what a window first allocates when its size is larger.
+// A frame that declares an 8 MiB window may hold a few bytes, and Go's
+// reset allocated (and, for reused memory, cleared) the whole size for
+// each; past windowStart bytes the window allocates its whole size at
+// once, so it never holds more than size + windowStart.
+const windowStart = 256 << 10
+
 // reset clears stored data and configures window size.
 func (w *window) reset(size int) {
-	b := w.data[:0]
-	if cap(b) < size {
-		b = make([]byte, 0, size)
-	}
-	w.data = b
+	w.data = w.data[:0]
 	w.off = 0
 	w.size = size
+}
+
+// reserve makes room for n more bytes: len(w.data)+n is at most w.size.
+func (w *window) reserve(n int) {
+	need := len(w.data) + n
+	if need <= cap(w.data) {
+		return
+	}
+	c := w.size
+	if need <= windowStart {
+		c = min(c, windowStart)
+	}
+	b := make([]byte, len(w.data), c)
+	copy(b, w.data)
+	w.data = b
 }
 
 // len returns the number of stored bytes.
@@ -44,7 +62,9 @@ func (w *window) save(buf []byte) {
 
 	if len(buf) >= w.size {
 		from := len(buf) - w.size
-		w.data = append(w.data[:0], buf[from:]...)
+		w.data = w.data[:0]
+		w.reserve(w.size)
+		w.data = append(w.data, buf[from:]...)
 		w.off = 0
 		return
 	}
@@ -60,8 +80,10 @@ func (w *window) save(buf []byte) {
 		}
 	} else {
 		if free >= len(buf) {
+			w.reserve(len(buf))
 			w.data = append(w.data, buf...)
 		} else {
+			w.reserve(free)
 			w.data = append(w.data, buf[:free]...)
 			w.off = copy(w.data, buf[free:])
 		}

@@ -15,6 +15,10 @@
 //   - the fuzzing hook (a package variable the fuzz tests set to refuse
 //     windows over 128 MiB) is gone; the window cap is the exported
 //     MaxWindowSize;
+//   - a window allocates min(size, 256 KiB) first and its whole size only
+//     once it holds more (window.go: windowStart), where Go's allocated,
+//     and for reused memory cleared, the size the frame declares (up to
+//     8 MiB) at every frame header: a Reader per small input cost 8 MiB;
 //   - an RLE_Mode sequence table is built from an entry in the Reader
 //     instead of a slice literal that escaped (one allocation per such
 //     block, which the NCCL logs of the tests have and TestAlloc forbids);
