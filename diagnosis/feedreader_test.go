@@ -69,18 +69,22 @@ func TestFeedReaderSameAsLines(t *testing.T) {
 			if raceEnabled && rn != "whole" {
 				continue
 			}
-			m := NewMatcher(Facts{})
-			require.NoError(t, FeedReader(m, mk(b)), "%s (%s)", name, rn)
-			require.Equal(t, ref.Diagnoses(), m.Diagnoses(), "%s (%s)", name, rn)
-			require.Equal(t, ref.lineNo, m.lineNo, "%s (%s): lines", name, rn)
+			for _, workers := range []int{1, 2, 3} {
+				m := NewMatcher(Facts{})
+				require.NoError(t, feedChunks(m, mk(b), workers), "%s (%s, %d workers)", name, rn, workers)
+				require.Equal(t, ref.Diagnoses(), m.Diagnoses(), "%s (%s, %d workers)", name, rn, workers)
+				require.Equal(t, ref.lineNo, m.lineNo, "%s (%s, %d workers): lines", name, rn, workers)
+			}
 		}
 	}
 	// A read error: the lines before it are fed, the error is returned.
 	boom := errors.New("boom")
-	m := NewMatcher(Facts{})
-	err = FeedReader(m, io.MultiReader(strings.NewReader(warn+"\n"), iotest.ErrReader(boom)))
-	require.ErrorIs(t, err, boom)
-	require.Len(t, m.Diagnoses(), 1)
+	for _, workers := range []int{1, 2} {
+		m := NewMatcher(Facts{})
+		err = feedChunks(m, io.MultiReader(strings.NewReader(warn+"\n"), iotest.ErrReader(boom)), workers)
+		require.ErrorIs(t, err, boom)
+		require.Len(t, m.Diagnoses(), 1)
+	}
 }
 
 type zeroReader struct{}
@@ -91,9 +95,11 @@ func (zeroReader) Read([]byte) (int, error) { return 0, nil }
 // error (io.ErrNoProgress, as with bufio), not a loop, and the lines read
 // before count.
 func TestFeedReaderNoProgress(t *testing.T) {
-	m := NewMatcher(Facts{})
 	warn := "host:1:2 [0] misc/ibvwrap.cc:190 NCCL WARN Call to ibv_reg_mr failed with error Cannot allocate memory\n"
-	err := FeedReader(m, io.MultiReader(strings.NewReader(warn), zeroReader{}))
-	require.ErrorIs(t, err, io.ErrNoProgress)
-	require.Len(t, m.Diagnoses(), 1)
+	for _, workers := range []int{1, 2} {
+		m := NewMatcher(Facts{})
+		err := feedChunks(m, io.MultiReader(strings.NewReader(warn), zeroReader{}), workers)
+		require.ErrorIs(t, err, io.ErrNoProgress)
+		require.Len(t, m.Diagnoses(), 1)
+	}
 }

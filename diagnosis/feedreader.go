@@ -1,0 +1,252 @@
+package diagnosis
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"runtime"
+	"sync/atomic"
+)
+
+// FeedReader feeds every line of r to m (lines over MaxLine cut, the rest
+// of such a line skipped). It returns r's error other than io.EOF, wrapped.
+//
+// It reads r in chunks and runs m's gram filter over each whole chunk of
+// complete lines, not line by line: a window in which a gram occurs
+// points at the one line that may match, which is fed to m; the lines
+// before it only count. That is what feeding every line does (a line the
+// filter rejects changes nothing but m's line count, and a line that
+// contains a literal has one of its grams at an even offset of any chunk
+// that holds the line, chunkFilter), without finding every line's end and
+// calling the matcher for it: most of explain's time on a healthy log.
+//
+// With more than one CPU, the filter runs on other goroutines than the
+// matcher (feedPipe): up to feedWorkers chunks are scanned while the
+// lines found in earlier ones are fed, in order. A chunk may then be
+// scanned with the filter m had a few chunks earlier, which passes every
+// line the current one passes and more (a filter only loses the literals
+// of markers seen since, and each filter passes every line that holds
+// one of its literals); feeding such a line changes nothing but m's line
+// count, as feedAll's hit path documents. TestFeedReaderSameAsLines
+// compares both paths with feedLineByLine.
+func FeedReader(m *Matcher, r io.Reader) error {
+	if m.nofilter {
+		return feedLineByLine(m, r)
+	}
+	return feedChunks(m, r, min(runtime.GOMAXPROCS(0), feedWorkers))
+}
+
+// feedChunk is the size of one read: a few lines' worth more than a line
+// of MaxLine bytes, so that a full buffer without a newline means a line
+// to cut.
+const feedChunk = 256 << 10
+
+// feedWorkers is the most goroutines that scan chunks at once: the filter
+// is about half of a healthy log's cost, so more than two or three leave
+// the matcher's goroutine the bottleneck.
+const feedWorkers = 3
+
+// feedJob is one read's complete lines and what the filter found in them.
+type feedJob struct {
+	buf   []byte // the read buffer: lines (and cut) lie in it
+	lines []byte // complete lines, each ending in '\n'
+	// cut is one line fed after lines, as it is: the first MaxLine bytes
+	// of a longer line, or the input's last line when it has no newline.
+	cut []byte
+	err error // the error that ended the input (io.EOF too), after this job
+
+	hits []feedHit     // the lines of lines in which the filter hit
+	tail int           // newlines in lines after the last hit
+	done chan struct{} // scanned (the parallel path)
+}
+
+// feedHit is a line of a job's lines that the filter passed: its bounds
+// in lines, and how many lines came before it since the previous hit.
+type feedHit struct{ before, start, end int }
+
+// scan fills j.hits and j.tail with filter f.
+func (j *feedJob) scan(f *gramFilter) {
+	j.hits = j.hits[:0]
+	b, off := j.lines, 0
+	for len(b) > 0 {
+		hit := f.firstHit(b)
+		if hit < 0 {
+			j.tail = bytes.Count(b, newline)
+			return
+		}
+		start := bytes.LastIndexByte(b[:hit], '\n') + 1
+		end := start + bytes.IndexByte(b[start:], '\n') + 1
+		j.hits = append(j.hits, feedHit{before: bytes.Count(b[:start], newline), start: off + start, end: off + end})
+		b, off = b[end:], off+end
+	}
+	j.tail = 0
+}
+
+// feedScanned feeds what scan found in j, then j's cut line.
+func (m *Matcher) feedScanned(j *feedJob) {
+	for _, h := range j.hits {
+		m.lineNo += h.before
+		m.feedAll(j.lines[h.start:h.end], true)
+	}
+	m.lineNo += j.tail
+	if j.cut != nil {
+		m.Feed(j.cut)
+	}
+}
+
+// feedChunks is FeedReader with at most workers goroutines scanning (one:
+// no other goroutine, the filter m has at each line).
+func feedChunks(m *Matcher, r io.Reader, workers int) error {
+	var err error
+	if workers <= 1 {
+		jobs := [2]*feedJob{newFeedJob(), newFeedJob()}
+		k := 0
+		err = readChunks(r, func() *feedJob { k ^= 1; return jobs[k] }, func(j *feedJob) {
+			m.feedLines(j.lines)
+			if j.cut != nil {
+				m.Feed(j.cut)
+			}
+		})
+	} else {
+		err = newFeedPipe(m, workers).run(r)
+	}
+	if err == nil || errors.Is(err, io.EOF) {
+		return nil
+	}
+	return fmt.Errorf("read log: %w", err)
+}
+
+func newFeedJob() *feedJob {
+	return &feedJob{buf: make([]byte, feedChunk), done: make(chan struct{}, 1)}
+}
+
+// readChunks reads r into the buffers of the jobs next returns, cuts what
+// it read at the last newline (the rest starts the next job's buffer) and
+// hands each job with complete lines or a cut line to emit, in order; the
+// last one carries r's error (io.EOF at the end). A job next returns is
+// not in use by emit's side any more. It returns that error.
+func readChunks(r io.Reader, next func() *feedJob, emit func(*feedJob)) error {
+	j := next()
+	n := 0
+	skipping := false // in the rest of a line longer than MaxLine
+	empty := 0        // reads in a row that returned nothing
+	for {
+		k, err := r.Read(j.buf[n:])
+		n += k
+		if k > 0 || err != nil {
+			empty = 0
+		} else if empty++; empty >= 100 {
+			err = io.ErrNoProgress // as bufio's reader does
+		}
+		p := j.buf[:n]
+		if skipping {
+			i := bytes.IndexByte(p, '\n')
+			if i < 0 {
+				p = p[:0]
+			} else {
+				p, skipping = p[i+1:], false
+			}
+		}
+		end := bytes.LastIndexByte(p, '\n') + 1
+		j.lines, j.cut, j.err = p[:end], nil, err
+		rest := p[end:]
+		if len(rest) >= MaxLine {
+			j.cut, rest, skipping = rest[:MaxLine], rest[:0], true
+		} else if err != nil && len(rest) > 0 {
+			j.cut, rest = rest, rest[:0]
+		}
+		if end == 0 && j.cut == nil && err == nil {
+			n = copy(j.buf, rest) // no complete line yet: read on
+			continue
+		}
+		var nj *feedJob
+		if err == nil {
+			nj = next()
+			n = copy(nj.buf, rest)
+		}
+		emit(j)
+		if err != nil {
+			return err
+		}
+		j = nj
+	}
+}
+
+// feedPipe is FeedReader's parallel path: a goroutine reads, workers scan,
+// and the caller's goroutine feeds the jobs in the order they were read.
+type feedPipe struct {
+	m     *Matcher
+	free  chan *feedJob // jobs fed (or never used), for the reader
+	work  chan *feedJob // read, for the workers
+	order chan *feedJob // read, in order, for the feeder
+	// filter is m's filter as of the last job fed, for the workers (a
+	// gramFilter is never changed once built).
+	filter  atomic.Pointer[gramFilter]
+	workers int
+}
+
+func newFeedPipe(m *Matcher, workers int) *feedPipe {
+	jobs := 2*workers + 2
+	p := &feedPipe{m: m, workers: workers, free: make(chan *feedJob, jobs), work: make(chan *feedJob, jobs), order: make(chan *feedJob, jobs)}
+	for range jobs {
+		p.free <- nil // allocated on first use: a short input needs one or two
+	}
+	p.filter.Store(m.filter)
+	return p
+}
+
+func (p *feedPipe) run(r io.Reader) error {
+	go func() {
+		defer close(p.order)
+		defer close(p.work)
+		_ = readChunks(r, func() *feedJob {
+			if j := <-p.free; j != nil {
+				return j
+			}
+			return newFeedJob()
+		}, func(j *feedJob) {
+			p.order <- j // neither blocks: at most cap(free) jobs exist
+			p.work <- j
+		})
+	}()
+	for range p.workers {
+		go func() {
+			for j := range p.work {
+				j.scan(p.filter.Load())
+				j.done <- struct{}{}
+			}
+		}()
+	}
+	var err error
+	for j := range p.order {
+		<-j.done
+		p.m.feedScanned(j)
+		p.filter.Store(p.m.filter)
+		if j.err != nil {
+			err = j.err
+		}
+		p.free <- j
+	}
+	return err
+}
+
+// feedLines feeds b, complete lines each ending in '\n', as FeedAll of
+// each would (chunkFilter), with the filter m has at each line: the
+// sequential path.
+func (m *Matcher) feedLines(b []byte) {
+	for len(b) > 0 {
+		hit := m.filter.firstHit(b)
+		if hit < 0 {
+			m.lineNo += bytes.Count(b, newline)
+			return
+		}
+		start := bytes.LastIndexByte(b[:hit], '\n') + 1
+		m.lineNo += bytes.Count(b[:start], newline)
+		end := start + bytes.IndexByte(b[start:], '\n') + 1
+		m.feedAll(b[start:end], true)
+		b = b[end:]
+	}
+}
+
+var newline = []byte{'\n'}
