@@ -16,15 +16,16 @@ import (
 // would find no candidate. The filter is therefore exact: it only decides
 // whether the automaton needs to run.
 //
-// Grams are kept in a two-probe Bloom filter (2^gramBits bits, 8 KiB),
-// and the line is tested at every even offset with one unaligned 4-byte
-// load, a multiply and a bit test (the second probe only when the first
-// bit is set): no state carried from byte to byte, so the loads of
-// consecutive offsets overlap in the CPU instead of forming the chain of
-// dependent table lookups the automaton is. One probe was not enough: with
-// ~150 grams, a gram of every healthy line ("node" of the host name)
-// collided with one. A false positive only sends a line on to the
-// automaton.
+// Grams are kept in a blocked Bloom filter: a gram's hash picks one
+// 32-bit word of 2^gramWordBits (8 KiB) and two bits in it, so that one
+// load tests both. The line is tested at every even offset with an
+// unaligned 4-byte load, a multiply and that word's two bits: no state
+// carried from byte to byte, so the loads of consecutive offsets overlap
+// in the CPU instead of forming the chain of dependent table lookups the
+// automaton is, and the vector path (gram_amd64.s) tests sixteen windows
+// with two gathers. One bit a gram was not enough: with ~150 grams, a gram
+// of every healthy line ("node" of the host name) collided with one. A
+// false positive only sends a line on to the automaton.
 //
 // A matcher keeps its own filter over the patterns that can still change
 // its result: once a marker pattern has been seen, a later sighting of it
@@ -33,28 +34,35 @@ import (
 // line).
 
 const (
-	gramLen  = 4
-	gramBits = 16
+	gramLen      = 4
+	gramWordBits = 11
 )
 
 // gramFilter is a set of hashed grams. all means "pass every line" (a
 // live literal shorter than gramLen has no gram).
 type gramFilter struct {
-	all  bool
-	bits [1 << gramBits / 64]uint64
+	all   bool
+	words [1 << gramWordBits]uint32
 }
 
-// gramHash returns the two probes of gram x: the top two gramBits-bit
-// fields of a 64-bit multiplicative hash.
-func gramHash(x uint32) (h1, h2 uint32) {
-	p := uint64(x) * 0x9E3779B97F4A7C15
-	return uint32(p >> (64 - gramBits)), uint32(p>>(64-2*gramBits)) & (1<<gramBits - 1)
+// gramProbe returns the word and the two bits of gram x: fields of a
+// 32-bit multiplicative hash of x (its high half folded in first, or the
+// last byte would only reach the top bits), the word from the top bits.
+// The vector path computes the same, eight windows at a time.
+func gramProbe(x uint32) (w, bits uint32) {
+	h := x * gramMul1
+	h = (h ^ h>>15) * gramMul2
+	return h >> (32 - gramWordBits), 1<<(h>>15&31) | 1<<(h>>10&31) | 1<<(h>>5&31)
 }
+
+const (
+	gramMul1 = 0x9E3779B1
+	gramMul2 = 0x85EBCA77
+)
 
 func (f *gramFilter) add(g uint32) {
-	h1, h2 := gramHash(g)
-	f.bits[h1>>6] |= 1 << (h1 & 63)
-	f.bits[h2>>6] |= 1 << (h2 & 63)
+	w, bits := gramProbe(g)
+	f.words[w] |= bits
 }
 
 // mayMatch reports whether b may contain one of the filter's literals
@@ -78,23 +86,30 @@ func (f *gramFilter) firstHit(b []byte) int {
 		}
 		return 0
 	}
-	bits := &f.bits
+	hit, from := f.firstHitWide(b)
+	if hit >= 0 {
+		return hit
+	}
+	if hit = f.firstHitScalar(b[from:]); hit >= 0 {
+		return from + hit
+	}
+	return -1
+}
+
+// firstHitScalar is firstHit one 8-byte word at a time (the reference of
+// the vector path, and what runs where there is none).
+func (f *gramFilter) firstHitScalar(b []byte) int {
 	n := len(b)
-	// Three windows (offsets 0, 2, 4) per 8-byte load, then 6 bytes on;
-	// their first probes are ORed so that the common case (no bit set)
-	// costs one branch per six bytes.
+	// Three windows (offsets 0, 2, 4) per 8-byte load, then 6 bytes on.
 	for len(b) >= 8 {
 		v := binary.LittleEndian.Uint64(b)
-		h0 := probe1(uint32(v))
-		h1 := probe1(uint32(v >> 16))
-		h2 := probe1(uint32(v >> 32))
-		t := bits[h0>>6]>>(h0&63) | bits[h1>>6]>>(h1&63) | bits[h2>>6]>>(h2&63)
-		if t&1 != 0 {
-			for k := 0; k < 3; k++ {
-				if f.has(uint32(v >> (16 * k))) {
-					return n - len(b) + 2*k
-				}
-			}
+		switch {
+		case f.has(uint32(v)):
+			return n - len(b)
+		case f.has(uint32(v >> 16)):
+			return n - len(b) + 2
+		case f.has(uint32(v >> 32)):
+			return n - len(b) + 4
 		}
 		b = b[6:]
 	}
@@ -107,13 +122,10 @@ func (f *gramFilter) firstHit(b []byte) int {
 	return -1
 }
 
-// probe1 is the first probe of gram x (see gramHash).
-func probe1(x uint32) uint32 { return uint32((uint64(x) * 0x9E3779B97F4A7C15) >> (64 - gramBits)) }
-
-// has reports whether both probes of gram x are set.
+// has reports whether both bits of gram x are set.
 func (f *gramFilter) has(x uint32) bool {
-	h1, h2 := gramHash(x)
-	return f.bits[h1>>6]&(1<<(h1&63)) != 0 && f.bits[h2>>6]&(1<<(h2&63)) != 0
+	w, bits := gramProbe(x)
+	return f.words[w]&bits == bits
 }
 
 // gramRef is typical healthy NCCL INFO output (docs/research/nccl-messages.md

@@ -229,3 +229,35 @@ func BenchmarkGramFilter(b *testing.B) {
 		m.filter.mayMatch(lines[i%len(lines)])
 	}
 }
+
+// BenchmarkGramFilterChunk measures the filter over a chunk of healthy
+// lines (FeedReader's case), with the markers of a healthy job seen; the
+// scalar sub-benchmark is the reference of the vector path.
+func BenchmarkGramFilterChunk(b *testing.B) {
+	lines, _ := perfLines(b)
+	m := NewMatcher(Facts{})
+	for _, l := range lines {
+		m.FeedAll(l)
+	}
+	var chunk []byte
+	for len(chunk) < feedChunk {
+		for _, l := range lines {
+			if m.filter.firstHit(l) < 0 {
+				chunk = append(append(chunk, l...), '\n')
+			}
+		}
+	}
+	for _, c := range []struct {
+		name string
+		hit  func([]byte) int
+	}{{"wide", m.filter.firstHit}, {"scalar", m.filter.firstHitScalar}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.SetBytes(int64(len(chunk)))
+			for i := 0; i < b.N; i++ {
+				if c.hit(chunk) >= 0 {
+					b.Fatal("a line that does not pass passed")
+				}
+			}
+		})
+	}
+}
