@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"path"
 	"regexp"
+	"regexp/syntax"
 	"sort"
 	"strings"
 	"sync"
@@ -284,6 +285,7 @@ type cpattern struct {
 	err          error
 	re           *regexp.Regexp
 	rePre        []byte   // re's literal prefix, searched before re runs (match.go)
+	reEnd        *byteSet // the bytes a line re matches may end with, nil: any (endbytes.go)
 	branches     []branch // re as branches with literal starts, when that helps (match.go)
 	not          []guard
 	notLit       [][]byte // negative patterns that are plain literals
@@ -612,7 +614,11 @@ func (p *cpattern) compileRegexps() error {
 	if err != nil {
 		return fmt.Errorf("%w: %s: %q: %w", ErrCatalog, where, p.Re, err)
 	}
-	p.re, p.rePre, p.branches = re, literalPrefix(re), branches
+	t, err := syntax.Parse(p.Re, syntax.Perl) // as regexp.Compile parses it
+	if err != nil {
+		return fmt.Errorf("%w: %s: %q: %w", ErrCatalog, where, p.Re, err)
+	}
+	p.re, p.rePre, p.reEnd, p.branches = re, literalPrefix(re), endBytes(t), branches
 	for _, n := range p.Not {
 		nre, err := regexp.Compile(n)
 		if err != nil {

@@ -24,7 +24,8 @@ import (
 // position where a word boundary holds when bound is set.
 type branch struct {
 	re    *regexp.Regexp
-	pre   []byte // re's literal prefix (literalPrefix)
+	pre   []byte   // re's literal prefix (literalPrefix)
+	end   *byteSet // the bytes a line re matches may end with (endBytes)
 	bound bool
 }
 
@@ -103,11 +104,11 @@ func compileBranch(s *syntax.Regexp) (branch, error) {
 			return branch{}, err
 		}
 		if p, _ := re.LiteralPrefix(); p != "" && isWordByte(p[0]) {
-			return branch{re: re, pre: literalPrefix(re), bound: true}, nil
+			return branch{re: re, pre: literalPrefix(re), end: endBytes(rest), bound: true}, nil
 		}
 	}
 	re, err := regexp.Compile(exprString(s))
-	return branch{re: re, pre: literalPrefix(re)}, err
+	return branch{re: re, pre: literalPrefix(re), end: endBytes(s)}, err
 }
 
 // distribute returns the alternatives of t: the top-level ones, and for
@@ -201,7 +202,7 @@ func unicodeUpper(r rune) rune {
 func (p *cpattern) reMatch(line []byte) bool {
 	p.mustReady()
 	if p.branches == nil {
-		if p.rePre != nil && !bytes.Contains(line, p.rePre) {
+		if p.rePre != nil && !bytes.Contains(line, p.rePre) || !p.reEnd.mayEnd(line) {
 			return false
 		}
 		return p.re.Match(line)
@@ -215,7 +216,7 @@ func (p *cpattern) reMatch(line []byte) bool {
 }
 
 func (b branch) match(line []byte) bool {
-	if b.pre != nil && !bytes.Contains(line, b.pre) {
+	if b.pre != nil && !bytes.Contains(line, b.pre) || !b.end.mayEnd(line) {
 		return false
 	}
 	if !b.bound {
