@@ -45,20 +45,16 @@ type gramFilter struct {
 	words [1 << gramWordBits]uint32
 }
 
-// gramProbe returns the word and the two bits of gram x: fields of a
+// gramProbe returns the word and the three bits of gram x: fields of a
 // 32-bit multiplicative hash of x (its high half folded in first, or the
 // last byte would only reach the top bits), the word from the top bits.
 // The vector path computes the same, eight windows at a time.
 func gramProbe(x uint32) (w, bits uint32) {
-	h := x * gramMul1
-	h = (h ^ h>>15) * gramMul2
+	h := (x ^ x>>15) * gramMul
 	return h >> (32 - gramWordBits), 1<<(h>>15&31) | 1<<(h>>10&31) | 1<<(h>>5&31)
 }
 
-const (
-	gramMul1 = 0x9E3779B1
-	gramMul2 = 0x85EBCA77
-)
+const gramMul = 0x85EBCA77
 
 func (f *gramFilter) add(g uint32) {
 	w, bits := gramProbe(g)

@@ -6,8 +6,8 @@
 //
 // Tests the windows at even offsets of p, sixteen at a time (the 4-byte
 // windows at i, i+2, ..., i+30, from two 32-byte loads at i and i+2), as
-// gramFilter.has does (gramProbe: h = x*gramMul1, h = (h^h>>15)*gramMul2,
-// word h>>21, bits h>>15&31, h>>10&31, h>>5&31). It returns the first i (a multiple of 32) of a
+// gramFilter.has does (gramProbe: h = (x ^ x>>15) * gramMul, word h>>21,
+// bits h>>15&31, h>>10&31, h>>5&31). It returns the first i (a multiple of 32) of a
 // block in which a window hits, with the windows that hit (bit k: the
 // window at i+4k for k < 8, at i+4(k-8)+2 for k >= 8), or the first i for
 // which i+34 > len(p) and no bit (no block left to test).
@@ -19,12 +19,9 @@ TEXT ·gramScanAVX2(SB), NOSPLIT, $0-44
 	XORQ DX, DX
 	// VEX moves only: a legacy SSE instruction here, with the upper
 	// halves dirty, costs a state transition each.
-	MOVL  $0x9E3779B1, R8
+	MOVL  $0x85EBCA77, R8
 	VMOVD R8, X15
 	VPBROADCASTD X15, Y15
-	MOVL  $0x85EBCA77, R8
-	VMOVD R8, X14
-	VPBROADCASTD X14, Y14
 	MOVL  $31, R8
 	VMOVD R8, X13
 	VPBROADCASTD X13, Y13
@@ -37,14 +34,12 @@ loop:
 	JGT  done
 	VMOVDQU (SI)(DX*1), Y0
 	VMOVDQU 2(SI)(DX*1), Y1
-	VPMULLD Y15, Y0, Y0 // h = x * gramMul1
-	VPMULLD Y15, Y1, Y1
 	VPSRLD  $15, Y0, Y2
 	VPSRLD  $15, Y1, Y3
 	VPXOR   Y2, Y0, Y0
 	VPXOR   Y3, Y1, Y1
-	VPMULLD Y14, Y0, Y0 // h = (h ^ h>>15) * gramMul2
-	VPMULLD Y14, Y1, Y1
+	VPMULLD Y15, Y0, Y0 // h = (x ^ x>>15) * gramMul
+	VPMULLD Y15, Y1, Y1
 	VPSRLD  $21, Y0, Y4 // the words
 	VPSRLD  $21, Y1, Y5
 	VPCMPEQD Y6, Y6, Y6
