@@ -56,9 +56,13 @@ type feedJob struct {
 	cut []byte
 	err error // the error that ended the input (io.EOF too), after this job
 
-	hits []feedHit     // the lines of lines in which the filter hit
-	tail int           // newlines in lines after the last hit
-	done chan struct{} // scanned (the parallel path)
+	hits []feedHit // the lines of lines in which the filter hit
+	tail int       // newlines in lines after the last hit
+	// taken is set by whoever scans the job (the parallel path): a
+	// worker, which then signals done, or the feeder itself when it gets
+	// to the job first.
+	taken atomic.Bool
+	done  chan struct{}
 }
 
 // feedHit is a line of a job's lines that the filter passed: its bounds
@@ -174,7 +178,8 @@ func readChunks(r io.Reader, next func() *feedJob, emit func(*feedJob)) error {
 }
 
 // feedPipe is FeedReader's parallel path: a goroutine reads, workers scan,
-// and the caller's goroutine feeds the jobs in the order they were read.
+// and the caller's goroutine feeds the jobs in the order they were read
+// (scanning a job itself when no worker has taken it yet).
 type feedPipe struct {
 	m     *Matcher
 	free  chan *feedJob // jobs fed (or never used), for the reader
@@ -206,21 +211,32 @@ func (p *feedPipe) run(r io.Reader) error {
 			}
 			return newFeedJob()
 		}, func(j *feedJob) {
-			p.order <- j // neither blocks: at most cap(free) jobs exist
+			j.taken.Store(false) // after the read: whoever takes it sees the lines
+			p.order <- j         // neither blocks: at most cap(free) jobs exist
 			p.work <- j
 		})
 	}()
 	for range p.workers {
 		go func() {
+			// A job may come by twice (queued again after the feeder took
+			// it before this worker did): only the one that takes it scans.
 			for j := range p.work {
-				j.scan(p.filter.Load())
-				j.done <- struct{}{}
+				if j.taken.CompareAndSwap(false, true) {
+					j.scan(p.filter.Load())
+					j.done <- struct{}{}
+				}
 			}
 		}()
 	}
 	var err error
 	for j := range p.order {
-		<-j.done
+		// The feeder scans a job no worker has taken yet instead of
+		// waiting: it is never idle while there is a chunk to scan.
+		if j.taken.CompareAndSwap(false, true) {
+			j.scan(p.m.filter)
+		} else {
+			<-j.done
+		}
 		p.m.feedScanned(j)
 		p.filter.Store(p.m.filter)
 		if j.err != nil {
