@@ -44,11 +44,14 @@ const (
 )
 
 // tapReserve more chunks of kept lines (tapKeptSize each) may wait beyond
-// tapQueueLen: with the relay's own buffer, ~2 MiB of lines that are not
-// noise (~15000 WARN lines, what a burst with 1 % of them carries in
-// 150 MiB) for a tap that gets no CPU for a while. Only past that are such
-// lines lost (counted).
-const tapReserve = 16
+// tapQueueLen: with the relay's own buffer, ~1 MiB of lines that are not
+// noise (~7500 WARN lines, what a burst with 1 % of them carries in
+// 75 MiB) for a tap that gets no CPU for a while. Only past that are such
+// lines lost (counted). It was 16 chunks: a tap behind a burst of WARN
+// lines of a million processes (with the matcher's bounded state full)
+// then took ncclrun over its 16 MiB; the mixed bursts of make bench lose
+// no line with 8, at pipe speed as at 200 MiB/s.
+const tapReserve = 8
 
 // tapKeptSize is the size of a buffer of kept lines or of a small read's
 // lines.
