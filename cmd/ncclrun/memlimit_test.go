@@ -1,0 +1,48 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime/debug"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// memLimitHelperEnv makes the test binary print the memory limit that
+// setMemoryLimit leaves instead of running tests.
+const memLimitHelperEnv = "NCCLRUN_MEMLIMIT_HELPER"
+
+func init() {
+	if os.Getenv(memLimitHelperEnv) == "" {
+		return
+	}
+	setMemoryLimit()
+	fmt.Println(debug.SetMemoryLimit(-1))
+	os.Exit(0)
+}
+
+// TestMemoryLimit: ncclrun runs under memoryLimit, unless GOMEMLIMIT
+// gives another (the Go runtime's own variable, which then wins).
+func TestMemoryLimit(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		env  []string
+		want int64
+	}{
+		{"default", nil, memoryLimit},
+		{"GOMEMLIMIT", []string{"GOMEMLIMIT=64MiB"}, 64 << 20},
+		{"GOMEMLIMIT off", []string{"GOMEMLIMIT=off"}, 1<<63 - 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cmd := exec.Command(os.Args[0], "-test.run=^$")
+			cmd.Env = append([]string{memLimitHelperEnv + "=1", "PATH=" + os.Getenv("PATH")}, c.env...)
+			out, err := cmd.CombinedOutput()
+			require.NoError(t, err, "%s", out)
+			assert.Equal(t, fmt.Sprint(c.want), strings.TrimSpace(string(out)))
+		})
+	}
+}
