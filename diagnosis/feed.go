@@ -31,6 +31,9 @@ type Matcher struct {
 	// (tests compare both paths).
 	filter   *gramFilter
 	nofilter bool
+	// markerFilter is the gram filter of the markers not seen yet, as of
+	// filter markerFilterOf (FeedChunk's unseenMarker).
+	markerFilter, markerFilterOf *gramFilter
 	// lineNo counts the lines fed; sum is the torchrun failure-summary
 	// entry being read (torchrun.go); cands is addBare's scratch.
 	lineNo int

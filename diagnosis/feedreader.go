@@ -266,3 +266,75 @@ func (m *Matcher) feedLines(b []byte) {
 }
 
 var newline = []byte{'\n'}
+
+// unseenMarker reports whether line may hold a literal of a marker
+// pattern m has not seen yet (the gram filter of those markers passes it):
+// a noise line that may be one (NCCL's channel lines carry "via NET/",
+// "/GDRDMA") is fed, not shed, so that the markers are seen and leave m's
+// filter (FeedChunk would otherwise pass every channel line on to shed for
+// ever). The markers' filter is rebuilt when m's is.
+func (m *Matcher) unseenMarker(line []byte) bool {
+	if m.markerFilterOf != m.filter {
+		m.markerFilter = buildGramFilter(m.cat.pats, func(i int) bool { return m.cat.pats[i].Marker && !m.markers[i] })
+		m.markerFilterOf = m.filter
+	}
+	return m.markerFilter.mayMatch(line)
+}
+
+// FeedChunk feeds p, lines each ending in '\n' (the last may lack it), as
+// FeedAll of each line would, save the lines shed (when not nil) calls
+// noise and that hold no literal of a marker not seen yet, which are only
+// counted: a supervisor behind a burst of output
+// feeds it the chunks it cannot afford to feed line by line. It runs m's
+// filter over the whole chunk (a vector scan where the CPU has one), so a
+// line that cannot change m's result costs a few bytes' worth of it, and
+// shed runs only on the lines that may; found gets each line's new
+// diagnoses (FeedAll's result, never empty). It returns the number of
+// lines shed and their bytes, newlines included. A shed line counts in
+// m's line count as a fed one does.
+func (m *Matcher) FeedChunk(p []byte, shed func(line []byte) bool, found func([]Diagnosis)) (lines, size int) {
+	feed := func(line []byte) {
+		if shed != nil && shed(trimEOL(line)) && !m.unseenMarker(line) {
+			m.lineNo++
+			lines++
+			size += len(line)
+			return
+		}
+		if ds := m.feedAll(line, true); len(ds) > 0 && found != nil {
+			found(ds)
+		}
+	}
+	if m.nofilter {
+		for len(p) > 0 {
+			end := bytes.IndexByte(p, '\n') + 1
+			if end == 0 {
+				end = len(p)
+			}
+			feed(p[:end])
+			p = p[end:]
+		}
+		return lines, size
+	}
+	end := bytes.LastIndexByte(p, '\n') + 1
+	b, tail := p[:end], p[end:]
+	for len(b) > 0 {
+		hit := m.filter.firstHit(b)
+		if hit < 0 {
+			m.lineNo += bytes.Count(b, newline)
+			break
+		}
+		start := bytes.LastIndexByte(b[:hit], '\n') + 1
+		m.lineNo += bytes.Count(b[:start], newline)
+		e := start + bytes.IndexByte(b[start:], '\n') + 1
+		feed(b[start:e])
+		b = b[e:]
+	}
+	if len(tail) > 0 {
+		if m.filter.mayMatch(tail) {
+			feed(tail)
+		} else {
+			m.lineNo++
+		}
+	}
+	return lines, size
+}
