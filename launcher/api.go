@@ -55,6 +55,17 @@ type Config struct {
 	// shed and their bytes, newlines included. It must agree with Shed
 	// line by line (a line over MaxLine is judged whole, then cut).
 	ShedLines func(p []byte, keep func(line []byte)) (lines, size int)
+	// FeedLines, when set with Shed, takes the chunks the tap would shed
+	// line by line while it is behind the output, except in the final
+	// drain (there ShedLines and OnLine get them, within its bounds): p is
+	// whole lines each ending in a newline, which FeedLines delivers
+	// itself, as OnLine of each line would be, save those it sheds (Shed
+	// must call them noise). It returns how many lines it shed and their
+	// bytes, newlines included. It is called on the tap's goroutine, as
+	// OnLine is. Why: a matcher fed a chunk at once skips the lines that
+	// cannot change its result with a vector scan, cheaper than a noise
+	// test a line (diagnosis.Matcher.FeedChunk).
+	FeedLines func(s Stream, p []byte) (lines, size int)
 
 	// User runs the child as this user ("name", "uid", "name:group",
 	// "uid:gid") with the user's own supplementary groups only.

@@ -151,6 +151,7 @@ type tap struct {
 	fn        LineFunc
 	shed      func([]byte) bool
 	shedLines func([]byte, func([]byte)) (int, int) // Config.ShedLines: shed's verdicts for a chunk at once
+	feedLines func(Stream, []byte) (int, int)       // Config.FeedLines: a chunk delivered at once while behind
 	ch        chan tapChunk
 	reads     sync.Pool    // read buffers, tapReadBufSize
 	kept      sync.Pool    // buffers of kept lines and of small reads' lines, tapKeptSize
@@ -169,10 +170,10 @@ type tap struct {
 	lost    atomic.Int64
 }
 
-func newTap(fn LineFunc, shed func([]byte) bool, shedLines func([]byte, func([]byte)) (int, int)) *tap {
-	t := &tap{fn: fn, shed: shed, shedLines: shedLines, ch: make(chan tapChunk, tapQueueLen+tapReserve), done: make(chan struct{}), drainTime: tapDrainTime}
+func newTap(fn LineFunc, shed func([]byte) bool, shedLines func([]byte, func([]byte)) (int, int), feedLines func(Stream, []byte) (int, int)) *tap {
+	t := &tap{fn: fn, shed: shed, shedLines: shedLines, feedLines: feedLines, ch: make(chan tapChunk, tapQueueLen+tapReserve), done: make(chan struct{}), drainTime: tapDrainTime}
 	if shed == nil {
-		t.shedLines = nil
+		t.shedLines, t.feedLines = nil, nil
 	}
 	t.reads.New = func() any { b := make([]byte, tapReadBufSize); return &b }
 	t.kept.New = func() any { b := make([]byte, 0, tapKeptSize); return &b }
@@ -213,7 +214,8 @@ func (t *tap) consume() {
 	// shedding is a few times faster than the relay, so the queue empties
 	// at once, and delivering noise again at the first empty queue would
 	// only fill it again. In a burst, the tap's work is then a newline
-	// search and a prefix test a line, in one call a chunk (shedLines).
+	// search and a prefix test a line, in one call a chunk (shedLines), or
+	// what feedLines does with the chunk (a matcher's vector scan).
 	var lastPressure time.Time
 	for c := range t.ch {
 		now := time.Now()
@@ -227,6 +229,10 @@ func (t *tap) consume() {
 			// once (the final drain must not cost a step a line).
 			lost += int64(bytes.Count(c.p, newline))
 			dropped += int64(len(c.p))
+		} else if shedding && t.feedLines != nil && !t.closing.Load() {
+			n, size := t.feedLines(s, c.p)
+			shed += int64(n)
+			dropped += int64(size)
 		} else if shedding && t.shedLines != nil {
 			n, size := t.shedLines(c.p, deliver)
 			shed += int64(n)

@@ -94,7 +94,7 @@ func BenchmarkRelay(b *testing.B) {
 			}
 			var t *tap
 			if tc.onLine != nil {
-				t = newTap(tc.onLine, nil, nil)
+				t = newTap(tc.onLine, nil, nil, nil)
 			}
 			b.SetBytes(benchChunk)
 			b.ResetTimer()
@@ -188,7 +188,7 @@ func BenchmarkTapBurst(b *testing.B) {
 				sf = infoNoise
 			}
 			out, wait := drainPipe(b)
-			t := newTap(fn, sf, nil)
+			t := newTap(fn, sf, nil, nil)
 			n := max(1, b.N*benchChunk/len(block)) // whole blocks, so WARN lines can be counted
 			b.SetBytes(int64(n * len(block) / b.N))
 			b.ResetTimer()

@@ -222,7 +222,7 @@ func (s *supervisor) run(l *launch) (Result, error) {
 	}
 	var t *tap
 	if s.cfg.OnLine != nil {
-		t = newTap(s.cfg.OnLine, s.cfg.Shed, s.cfg.ShedLines)
+		t = newTap(s.cfg.OnLine, s.cfg.Shed, s.cfg.ShedLines, s.cfg.FeedLines)
 	}
 	var wg sync.WaitGroup
 	for i, r := range s.readers {

@@ -79,23 +79,33 @@ func TestTapKeepsEveryWarnLineOfABurst(t *testing.T) {
 	for _, tc := range []struct {
 		chunk     int
 		shedLines func([]byte, func([]byte)) (int, int)
-	}{ // reads whole, and cut inside lines; the tap shedding line by line or a chunk at once
-		{relayBufSize, nil}, {4096, nil}, {1000, nil}, {relayBufSize, infoNoiseLines}, {1000, infoNoiseLines},
+		feed      bool // FeedLines set: the chunks shed while behind go to it
+	}{ // reads whole, and cut inside lines; the tap shedding line by line or a chunk at once, or feeding chunks
+		{relayBufSize, nil, false}, {4096, nil, false}, {1000, nil, false}, {relayBufSize, infoNoiseLines, false}, {1000, infoNoiseLines, false},
+		{relayBufSize, infoNoiseLines, true}, {1000, infoNoiseLines, true},
 	} {
 		chunk := tc.chunk
-		t.Run(fmt.Sprintf("%d/lines=%v", chunk, tc.shedLines != nil), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%d/lines=%v/feed=%v", chunk, tc.shedLines != nil, tc.feed), func(t *testing.T) {
 			out := &countWriter{want: len(data), full: make(chan struct{})}
 			var once sync.Once
 			var got []string
 			info := 0
-			tp := newTap(func(_ Stream, line []byte) {
+			onLine := func(_ Stream, line []byte) {
 				once.Do(func() { <-out.full })
 				if bytes.Contains(line, []byte(" NCCL WARN ")) {
 					got = append(got, string(line))
 				} else {
 					info++
 				}
-			}, infoNoise, tc.shedLines)
+			}
+			var feedLines func(Stream, []byte) (int, int)
+			if tc.feed {
+				// What a FeedLines does: OnLine's work for the lines it keeps.
+				feedLines = func(s Stream, p []byte) (int, int) {
+					return infoNoiseLines(p, func(line []byte) { onLine(s, line) })
+				}
+			}
+			tp := newTap(onLine, infoNoise, tc.shedLines, feedLines)
 			tp.drainTime = time.Hour // every line counts here, however slow the machine
 			relayBurst(t, data, chunk, out, tp)
 			st := tp.close()
@@ -106,6 +116,7 @@ func TestTapKeepsEveryWarnLineOfABurst(t *testing.T) {
 			}
 			assert.Zero(t, st.Lost)
 			assert.Positive(t, st.Shed, "INFO lines were shed under pressure")
+
 			assert.Equal(t, int64(600_000-warns), st.Shed+int64(info), "every INFO line was delivered or shed")
 			infoLen := bytes.IndexByte(data, '\n') + 1 // every INFO line has this length
 			assert.Equal(t, st.Shed*int64(infoLen), st.Dropped, "dropped bytes are the shed lines'")
@@ -124,7 +135,7 @@ func TestTapKeepsEverythingWhenOnLineKeepsUp(t *testing.T) {
 	tp := newTap(func(_ Stream, line []byte) {
 		lines = append(lines, string(line))
 		delivered <- struct{}{}
-	}, infoNoise, infoNoiseLines)
+	}, infoNoise, infoNoiseLines, nil)
 	r, w, err := os.Pipe()
 	require.NoError(t, err)
 	go func() {
@@ -182,7 +193,7 @@ func TestTapFinalDrainIsBounded(t *testing.T) {
 		if got == tapDrainLines+1 {
 			time.Sleep(2 * tapDrainTime) // a slow line: the time bound passes
 		}
-	}, infoNoise, infoNoiseLines)
+	}, infoNoise, infoNoiseLines, nil)
 	relayBurst(t, data, relayBufSize, out, tp)
 	res := make(chan TapStats)
 	go func() { res <- tp.close() }()
@@ -202,7 +213,7 @@ func TestTapFinalDrainIsBounded(t *testing.T) {
 func tapLines(t *testing.T, chunks []string) []string {
 	t.Helper()
 	var got []string
-	tp := newTap(func(_ Stream, l []byte) { got = append(got, string(l)) }, nil, nil)
+	tp := newTap(func(_ Stream, l []byte) { got = append(got, string(l)) }, nil, nil, nil)
 	tp.drainTime = time.Hour
 	ts := tp.stream(Stdout)
 	for _, c := range chunks {
@@ -294,4 +305,43 @@ func FuzzTapLines(f *testing.F) {
 		}
 		require.Equal(t, want, got)
 	})
+}
+
+// TestTapFeedsChunksWhileBehind: while the tap is behind (its consumer
+// stalled until the relay has read the whole burst), the chunks it would
+// shed go to FeedLines whole; with the kept lines the relay set aside and
+// the final drain, every WARN line still reaches OnLine, in order.
+func TestTapFeedsChunksWhileBehind(t *testing.T) {
+	data, warns := burst(20_000, 100)
+	out := &countWriter{want: len(data), full: make(chan struct{})}
+	release, fed := make(chan struct{}), make(chan struct{})
+	var once, fedOnce sync.Once
+	var got []string
+	fedChunks, fedLines := 0, 0
+	onLine := func(_ Stream, line []byte) {
+		once.Do(func() { <-release })
+		if bytes.Contains(line, []byte(" NCCL WARN ")) {
+			got = append(got, string(line))
+		}
+	}
+	feedLines := func(s Stream, p []byte) (int, int) {
+		fedChunks++
+		fedLines += bytes.Count(p, []byte("\n"))
+		defer fedOnce.Do(func() { close(fed) })
+		return infoNoiseLines(p, func(line []byte) { onLine(s, line) })
+	}
+	tp := newTap(onLine, infoNoise, infoNoiseLines, feedLines)
+	tp.drainTime = time.Hour // every line counts here, however slow the machine
+	relayBurst(t, data, relayBufSize, out, tp)
+	close(release) // the relay has read it all: the queue is full, the tap behind
+	<-fed          // the next chunk went to FeedLines (the drain's would not)
+	st := tp.close()
+	require.Positive(t, fedChunks, "chunks went to FeedLines")
+	require.Len(t, got, warns, "every WARN line reached OnLine (%+v)", st)
+	for i, l := range got {
+		require.Contains(t, l, fmt.Sprintf(" warning %d: ", i), "in order")
+	}
+	assert.Zero(t, st.Lost)
+	assert.Positive(t, st.Shed)
+	assert.Positive(t, fedLines)
 }

@@ -292,7 +292,22 @@ func (w *watch) matcher() *diagnosis.Matcher {
 func (w *watch) onLine(_ launcher.Stream, line []byte) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for _, d := range w.matcher().FeedAll(line) {
+	w.print(w.matcher().FeedAll(line))
+}
+
+// feedLines is launcher.Config.FeedLines: a chunk of lines the tap is
+// behind on goes to the matcher at once, which skips the lines that
+// cannot change its result with its filter's scan and sheds the noise
+// among the others.
+func (w *watch) feedLines(_ launcher.Stream, p []byte) (int, int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.matcher().FeedChunk(p, diagnosis.Noise, w.print)
+}
+
+// print prints the diagnoses found on a line; w.mu is held.
+func (w *watch) print(ds []diagnosis.Diagnosis) {
+	for _, d := range ds {
 		if diagnosis.DefaultCatalog().HeldBack(d.ID) {
 			continue // printed at exit, and only if nothing specific follows
 		}
@@ -311,6 +326,7 @@ func supervise(e *env, j runJob, p childPlan, w *watch, term <-chan os.Signal) (
 	// INFO noise and keeps every other line (WARN lines, errors).
 	cfg.Shed = diagnosis.Noise
 	cfg.ShedLines = diagnosis.NoiseLines
+	cfg.FeedLines = w.feedLines
 	cfg.OnOutputError = func(st launcher.Stream, err error) {
 		name := "stdout"
 		if st == launcher.Stderr {
