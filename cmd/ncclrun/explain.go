@@ -71,6 +71,7 @@ func explainInput(m *diagnosis.Matcher, name string, stdin io.Reader) error {
 		return inputError(name, err)
 	}
 	if cl != nil {
+		allowDecoder()
 		defer cl.Close()
 		// Decompress on another core while the matcher reads.
 		a := newAheadReader(r)

@@ -36,6 +36,7 @@ func TestMemoryLimit(t *testing.T) {
 		{"default", nil, memoryLimit},
 		{"GOMEMLIMIT", []string{"GOMEMLIMIT=64MiB"}, 64 << 20},
 		{"GOMEMLIMIT off", []string{"GOMEMLIMIT=off"}, 1<<63 - 1},
+		{"GOMEMLIMIT empty", []string{"GOMEMLIMIT="}, memoryLimit}, // the runtime reads it as unset
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cmd := exec.Command(os.Args[0], "-test.run=^$")
