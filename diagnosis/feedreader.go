@@ -212,7 +212,10 @@ func (p *feedPipe) run(r io.Reader) error {
 			return newFeedJob()
 		}, func(j *feedJob) {
 			j.taken.Store(false) // after the read: whoever takes it sees the lines
-			p.order <- j         // neither blocks: at most cap(free) jobs exist
+			// order never blocks (at most cap(free) jobs exist); work may,
+			// briefly, while a worker skips the entries of jobs the feeder
+			// took (each of which is there once more).
+			p.order <- j
 			p.work <- j
 		})
 	}()

@@ -17,9 +17,9 @@ import (
 // whether the automaton needs to run.
 //
 // Grams are kept in a blocked Bloom filter: a gram's hash picks one
-// 32-bit word of 2^gramWordBits (8 KiB) and two bits in it, so that one
-// load tests both. The line is tested at every even offset with an
-// unaligned 4-byte load, a multiply and that word's two bits: no state
+// 32-bit word of 2^gramWordBits (8 KiB) and three bits in it, so that one
+// load tests them. The line is tested at every even offset with an
+// unaligned 4-byte load, a multiply and that word's three bits: no state
 // carried from byte to byte, so the loads of consecutive offsets overlap
 // in the CPU instead of forming the chain of dependent table lookups the
 // automaton is, and the vector path (gram_amd64.s) tests sixteen windows
@@ -118,7 +118,7 @@ func (f *gramFilter) firstHitScalar(b []byte) int {
 	return -1
 }
 
-// has reports whether both bits of gram x are set.
+// has reports whether the three bits of gram x are set.
 func (f *gramFilter) has(x uint32) bool {
 	w, bits := gramProbe(x)
 	return f.words[w]&bits == bits

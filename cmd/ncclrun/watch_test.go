@@ -1,0 +1,71 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ncclrun/ncclrun/diagnosis"
+	"github.com/ncclrun/ncclrun/launcher"
+)
+
+// TestWatchFeedLines: a chunk the tap hands over whole (launcher's
+// FeedLines) is diagnosed as its lines are: a cause found in it is
+// printed at once, the held-back generic one waits for the exit, and the
+// noise lines the matcher passes on are shed.
+func TestWatchFeedLines(t *testing.T) {
+	noise := "gpu-node-00:31000:31097 [0] NCCL INFO Channel 22/0 : 1[1] -> 0[0] [receive] via NET/IB/2/GDRDMA\n"
+	healthy := "gpu-node-00:31000:31097 [0] NCCL INFO Connected all rings\n"
+	memlock := "node-a:1234:1300 [0] misc/ibvwrap.cc:212 NCCL WARN Call to ibv_reg_mr_iova2 failed with error Cannot allocate memory\n"
+	generic := "RuntimeError: NCCL error in: /opt/pytorch/torch/lib/c10d/ProcessGroupNCCL.cpp:825, unhandled system error, NCCL version 2.7.8\n"
+	for _, c := range []struct {
+		name    string
+		chunk   string
+		printed []string // ids printed while CMD runs
+		found   []string // ids of Diagnoses at the exit
+	}{
+		{"a cause", strings.Repeat(noise+healthy, 50) + memlock + strings.Repeat(healthy, 10), []string{"memlock"}, []string{"memlock"}},
+		{"the generic one is held back", strings.Repeat(healthy, 10) + generic, nil, []string{"nccl-error"}},
+		{"noise only", strings.Repeat(noise, 100), nil, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var stderr bytes.Buffer
+			w := &watch{stderr: &stderr, printed: map[string]bool{}}
+			shed, size := w.feedLines(launcher.Stdout, []byte(c.chunk))
+			var printed []string
+			for id := range w.printed {
+				printed = append(printed, id)
+			}
+			assert.ElementsMatch(t, c.printed, printed)
+			for _, id := range c.printed {
+				assert.Contains(t, stderr.String(), string(diagnosisMessage(findDiagnosis(t, w, id))))
+			}
+			if len(c.printed) == 0 {
+				assert.Empty(t, stderr.String())
+			}
+			var found []string
+			for _, d := range w.m.Diagnoses() {
+				found = append(found, d.ID)
+			}
+			assert.ElementsMatch(t, c.found, found)
+			if strings.Contains(c.chunk, noise) {
+				assert.Positive(t, shed, "the receive lines pass the filter and are noise")
+				assert.Equal(t, shed*len(noise), size)
+			}
+		})
+	}
+}
+
+func findDiagnosis(t *testing.T, w *watch, id string) diagnosis.Diagnosis {
+	t.Helper()
+	for _, d := range w.m.Diagnoses() {
+		if d.ID == id {
+			return d
+		}
+	}
+	require.Failf(t, "no diagnosis", "%s", id)
+	return diagnosis.Diagnosis{}
+}
