@@ -72,20 +72,34 @@ type feedHit struct{ before, start, end int }
 // scan fills j.hits and j.tail with filter f.
 func (j *feedJob) scan(f *gramFilter) {
 	j.hits = j.hits[:0]
-	b, off := j.lines, 0
-	for len(b) > 0 {
-		hit := f.firstHit(b)
-		if hit < 0 {
-			j.tail = bytes.Count(b, newline)
-			return
+	j.tail = hitLines(j.lines, func() *gramFilter { return f }, func(before, start, end int) {
+		j.hits = append(j.hits, feedHit{before: before, start: start, end: end})
+	})
+}
+
+// hitLines goes through b, complete lines each ending in '\n', with the
+// gram filter that filter returns (asked again after each hit: a
+// matcher's loses literals as it is fed): it calls hit with the bounds in
+// b of each line in which the filter hits and the number of lines before
+// it since the previous one, and returns the number of lines after the
+// last. The scan of FeedReader's workers, of its sequential path and of
+// FeedChunk.
+func hitLines(b []byte, filter func() *gramFilter, hit func(before, start, end int)) (after int) {
+	for off := 0; len(b) > 0; {
+		h := filter().firstHit(b)
+		if h < 0 {
+			return bytes.Count(b, newline)
 		}
-		start := bytes.LastIndexByte(b[:hit], '\n') + 1
+		start := bytes.LastIndexByte(b[:h], '\n') + 1
 		end := start + bytes.IndexByte(b[start:], '\n') + 1
-		j.hits = append(j.hits, feedHit{before: bytes.Count(b[:start], newline), start: off + start, end: off + end})
+		hit(bytes.Count(b[:start], newline), off+start, off+end)
 		b, off = b[end:], off+end
 	}
-	j.tail = 0
+	return 0
 }
+
+// currentFilter is m's filter as it is now (hitLines's argument).
+func (m *Matcher) currentFilter() *gramFilter { return m.filter }
 
 // feedScanned feeds what scan found in j, then j's cut line.
 func (m *Matcher) feedScanned(j *feedJob) {
@@ -254,18 +268,10 @@ func (p *feedPipe) run(r io.Reader) error {
 // each would (chunkFilter), with the filter m has at each line: the
 // sequential path.
 func (m *Matcher) feedLines(b []byte) {
-	for len(b) > 0 {
-		hit := m.filter.firstHit(b)
-		if hit < 0 {
-			m.lineNo += bytes.Count(b, newline)
-			return
-		}
-		start := bytes.LastIndexByte(b[:hit], '\n') + 1
-		m.lineNo += bytes.Count(b[:start], newline)
-		end := start + bytes.IndexByte(b[start:], '\n') + 1
+	m.lineNo += hitLines(b, m.currentFilter, func(before, start, end int) {
+		m.lineNo += before
 		m.feedAll(b[start:end], true)
-		b = b[end:]
-	}
+	})
 }
 
 var newline = []byte{'\n'}
@@ -320,18 +326,10 @@ func (m *Matcher) FeedChunk(p []byte, shed func(line []byte) bool, found func([]
 	}
 	end := bytes.LastIndexByte(p, '\n') + 1
 	b, tail := p[:end], p[end:]
-	for len(b) > 0 {
-		hit := m.filter.firstHit(b)
-		if hit < 0 {
-			m.lineNo += bytes.Count(b, newline)
-			break
-		}
-		start := bytes.LastIndexByte(b[:hit], '\n') + 1
-		m.lineNo += bytes.Count(b[:start], newline)
-		e := start + bytes.IndexByte(b[start:], '\n') + 1
-		feed(b[start:e])
-		b = b[e:]
-	}
+	m.lineNo += hitLines(b, m.currentFilter, func(before, start, end int) {
+		m.lineNo += before
+		feed(b[start:end])
+	})
 	if len(tail) > 0 {
 		if m.filter.mayMatch(tail) {
 			feed(tail)
