@@ -3,8 +3,6 @@ package diagnosis
 import (
 	"bytes"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -17,50 +15,43 @@ import (
 // healthy burst) cut into chunks of whole lines of random sizes, the last
 // one without its newline; also on the unfiltered path.
 func TestFeedChunkSameAsLines(t *testing.T) {
-	logs, err := filepath.Glob("testdata/*/*.log")
-	require.NoError(t, err)
-	healthy, _ := perfLines(t)
-	burst := append(bytes.Join(healthy, []byte("\n")), '\n')
 	rng := rand.New(rand.NewPCG(3, 4))
-	for _, p := range logs {
-		b, err := os.ReadFile(p)
-		require.NoError(t, err)
-		for _, in := range [][]byte{b, append(append([]byte(nil), burst...), b...)} {
-			in = bytes.TrimSuffix(in, []byte("\n"))
-			lines := bytes.SplitAfter(in, []byte("\n"))
-			if len(lines[len(lines)-1]) == 0 {
-				lines = lines[:len(lines)-1] // in ended in a newline
-			}
-			for _, shed := range []func([]byte) bool{nil, Noise} {
-				for _, nofilter := range []bool{false, true} {
-					ref, m := NewMatcher(Facts{}), NewMatcher(Facts{})
-					ref.nofilter, m.nofilter = nofilter, nofilter
-					var want, got []Diagnosis
-					nShed := 0
-					for _, l := range lines {
-						if shed != nil && shed(trimEOL(l)) && !ref.unseenMarker(l) {
-							ref.lineNo++
-							nShed++
-							continue
-						}
-						want = append(want, ref.FeedAll(l)...)
+	for _, nl := range logsAndBursts(t) {
+		p := nl.name
+		in := bytes.TrimSuffix(nl.b, []byte("\n"))
+		lines := bytes.SplitAfter(in, []byte("\n"))
+		if len(lines[len(lines)-1]) == 0 {
+			lines = lines[:len(lines)-1] // in ended in a newline
+		}
+		for _, shed := range []func([]byte) bool{nil, Noise} {
+			for _, nofilter := range []bool{false, true} {
+				ref, m := NewMatcher(Facts{}), NewMatcher(Facts{})
+				ref.nofilter, m.nofilter = nofilter, nofilter
+				var want, got []Diagnosis
+				nShed := 0
+				for _, l := range lines {
+					if shed != nil && shed(trimEOL(l)) && !ref.unseenMarker(l) {
+						ref.lineNo++
+						nShed++
+						continue
 					}
-					gotShed := 0
-					for rest := lines; len(rest) > 0; {
-						k := min(len(rest), 1+rng.IntN(200))
-						n, _ := m.FeedChunk(bytes.Join(rest[:k], nil), shed, func(ds []Diagnosis) { got = append(got, ds...) })
-						gotShed += n
-						rest = rest[k:]
-					}
-					require.Equal(t, want, got, "%s: found while feeding", p)
-					require.Equal(t, ref.Diagnoses(), m.Diagnoses(), "%s", p)
-					require.Equal(t, ref.lineNo, m.lineNo, "%s: lines", p)
-					// Only the lines the filter passes are judged: the others
-					// are fed (a no-op), not shed.
-					require.LessOrEqual(t, gotShed, nShed, "%s: shed", p)
-					if nofilter {
-						require.Equal(t, nShed, gotShed, "%s: shed", p)
-					}
+					want = append(want, ref.FeedAll(l)...)
+				}
+				gotShed := 0
+				for rest := lines; len(rest) > 0; {
+					k := min(len(rest), 1+rng.IntN(200))
+					n, _ := m.FeedChunk(bytes.Join(rest[:k], nil), shed, func(ds []Diagnosis) { got = append(got, ds...) })
+					gotShed += n
+					rest = rest[k:]
+				}
+				require.Equal(t, want, got, "%s: found while feeding", p)
+				require.Equal(t, ref.Diagnoses(), m.Diagnoses(), "%s", p)
+				require.Equal(t, ref.lineNo, m.lineNo, "%s: lines", p)
+				// Only the lines the filter passes are judged: the others
+				// are fed (a no-op), not shed.
+				require.LessOrEqual(t, gotShed, nShed, "%s: shed", p)
+				if nofilter {
+					require.Equal(t, nShed, gotShed, "%s: shed", p)
 				}
 			}
 		}

@@ -20,18 +20,11 @@ import (
 // first), and over lines around MaxLine, without a final newline, with
 // CRs, and with a read error.
 func TestFeedReaderSameAsLines(t *testing.T) {
-	logs, err := filepath.Glob("testdata/*/*.log")
-	require.NoError(t, err)
-	require.Greater(t, len(logs), 100)
-	healthy, _ := perfLines(t)
-	burst := append(bytes.Join(healthy, []byte("\n")), '\n')
 	inputs := map[string][]byte{}
-	for _, p := range logs {
-		b, err := os.ReadFile(p)
-		require.NoError(t, err)
-		inputs[p] = b
-		inputs[p+" after a burst"] = append(append([]byte(nil), burst...), b...)
+	for _, in := range logsAndBursts(t) {
+		inputs[in.name] = in.b
 	}
+	healthy, _ := perfLines(t)
 	warn := "host:1:2 [0] misc/ibvwrap.cc:190 NCCL WARN Call to ibv_reg_mr failed with error Cannot allocate memory"
 	long := func(n int, tail string) string { return strings.Repeat("x", n) + tail }
 	for name, s := range map[string]string{
@@ -81,10 +74,34 @@ func TestFeedReaderSameAsLines(t *testing.T) {
 	boom := errors.New("boom")
 	for _, workers := range []int{1, 2} {
 		m := NewMatcher(Facts{})
-		err = feedChunks(m, io.MultiReader(strings.NewReader(warn+"\n"), iotest.ErrReader(boom)), workers)
+		err := feedChunks(m, io.MultiReader(strings.NewReader(warn+"\n"), iotest.ErrReader(boom)), workers)
 		require.ErrorIs(t, err, boom)
 		require.Len(t, m.Diagnoses(), 1)
 	}
+}
+
+// namedLog is a test input and its name.
+type namedLog struct {
+	name string
+	b    []byte
+}
+
+// logsAndBursts is every testdata log, alone and after a burst of healthy
+// INFO lines (the matcher's markers seen, its filter narrowed), in order.
+func logsAndBursts(t *testing.T) []namedLog {
+	t.Helper()
+	logs, err := filepath.Glob("testdata/*/*.log")
+	require.NoError(t, err)
+	require.Greater(t, len(logs), 100)
+	healthy, _ := perfLines(t)
+	burst := append(bytes.Join(healthy, []byte("\n")), '\n')
+	var out []namedLog
+	for _, p := range logs {
+		b, err := os.ReadFile(p)
+		require.NoError(t, err)
+		out = append(out, namedLog{p, b}, namedLog{p + " after a burst", append(append([]byte(nil), burst...), b...)})
+	}
+	return out
 }
 
 type zeroReader struct{}
