@@ -55,17 +55,18 @@ type Config struct {
 	// shed and their bytes, newlines included. It must agree with Shed
 	// line by line (a line over MaxLine is judged whole, then cut).
 	ShedLines func(p []byte, keep func(line []byte)) (lines, size int)
-	// FeedLines, when set with Shed, takes the chunks the tap would shed
-	// line by line while it is behind the output, except in the final
+	// FeedLines, when set with Shed, takes the chunks of lines the tap
+	// would otherwise hand to OnLine one at a time, except in the final
 	// drain (there ShedLines and OnLine get them, within its bounds): p is
 	// whole lines each ending in a newline, which FeedLines delivers
-	// itself, as OnLine of each line would be, save those it sheds (Shed
-	// must call them noise). It returns how many lines it shed and their
-	// bytes, newlines included. It is called on the tap's goroutine, as
-	// OnLine is. Why: a matcher fed a chunk at once skips the lines that
-	// cannot change its result with a vector scan, cheaper than a noise
-	// test a line (diagnosis.Matcher.FeedChunk).
-	FeedLines func(s Stream, p []byte) (lines, size int)
+	// itself, as OnLine of each line would be; when shed is true (the tap
+	// is behind the output) it may shed lines that Shed calls noise. It
+	// returns how many lines it shed and their bytes, newlines included.
+	// It is called on the tap's goroutine, as OnLine is. Why: a matcher
+	// fed a chunk at once skips the lines that cannot change its result
+	// with a vector scan, cheaper than a call and a filter a line
+	// (diagnosis.Matcher.FeedChunk).
+	FeedLines func(s Stream, p []byte, shed bool) (lines, size int)
 
 	// User runs the child as this user ("name", "uid", "name:group",
 	// "uid:gid") with the user's own supplementary groups only.
@@ -128,6 +129,10 @@ type Result struct {
 	// not read in 5 ms beyond 128 lines). 0 as long as OnLine keeps up
 	// with the lines that are not noise.
 	TapLost int64
+	// TapUnread counts the bytes of TapDropped that the tap did not read:
+	// the part of a burst beyond its share (about 320 MiB/s after the
+	// first 8 MiB), which the relay moved past it.
+	TapUnread int64
 }
 
 // MemlockChange reports RaiseMemlock's work.

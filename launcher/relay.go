@@ -77,6 +77,68 @@ var newline = []byte{'\n'}
 // bounds.
 const tapFeedPiece = 32 << 10
 
+// The tap's share of a burst is bounded, in bytes and in time: it takes
+// the child's output at up to tapRate after the first tapBurst bytes of a
+// burst, and while its goroutine has been busy at most tapShare of the
+// time since the output began (after the first tapShareBurst of work: a
+// burst of WARN lines costs the matcher several times what INFO lines
+// cost). Beyond that the relay moves the output past the tap (skim), with
+// splice(2) where its destination allows: the bytes go from the child's
+// pipe to ncclrun's output without a copy through ncclrun, and the tap
+// never sees them (they are counted as unread). A training job prints
+// well below both bounds (a 64-rank job's NCCL INFO start-up is a few tens
+// of MB; the bench's mixed burst at 200 MiB/s is read whole): only an
+// output faster than that, such as `cat` of a saved log, is skimmed, so
+// that relaying it costs about what `cat` costs instead of the tap's scan
+// of every byte. The last lines of a burst, which hold a failure, reach
+// the tap: its budget refills as soon as the output slows down.
+const (
+	tapRate       = 256 << 20 // bytes a second
+	tapBurst      = 4 << 20
+	tapShare      = 0.25
+	tapShareBurst = 20 * time.Millisecond
+)
+
+// tapBudget is two token buckets, of the bytes the tap may still read and
+// of the time it may still spend, shared by a tap's streams.
+type tapBudget struct {
+	mu          sync.Mutex
+	rate, burst int64 // bytes a second and bucket size; rate 0: no bound
+	bytes       int64
+	busy        time.Duration // tap work left in the time bucket
+	seen        int64         // tap.busy when last looked at
+	last        time.Time
+}
+
+func newTapBudget(rate, burst int64) *tapBudget {
+	return &tapBudget{rate: rate, burst: burst, bytes: burst, busy: tapShareBurst}
+}
+
+// allows reports whether the tap may take the next read, given how long
+// (busy, in ns) its goroutine has worked so far, refilling the buckets
+// for the time since the last call.
+func (b *tapBudget) allows(now time.Time, busy int64) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.last.IsZero() {
+		if d := now.Sub(b.last); d > 0 {
+			b.bytes = min(b.burst, b.bytes+int64(float64(d)*float64(b.rate)/float64(time.Second)))
+			b.busy = min(tapShareBurst, b.busy+time.Duration(float64(d)*tapShare))
+		}
+	}
+	b.busy -= time.Duration(busy - b.seen)
+	b.seen = busy
+	b.last = now
+	return b.bytes > 0 && b.busy > 0
+}
+
+// spend takes n bytes read for the tap.
+func (b *tapBudget) spend(n int) {
+	b.mu.Lock()
+	b.bytes -= int64(n)
+	b.mu.Unlock()
+}
+
 // tapPressure is how long noise stays shed after the tap last fell behind.
 const tapPressure = 10 * time.Millisecond
 
@@ -100,13 +162,38 @@ func relayNotify(r *os.File, w io.Writer, s Stream, t *tap, onErr func(Stream, e
 	} else {
 		plain = make([]byte, relayReadSize)
 	}
+	var sk *skimmer
+	if ts != nil && t.budget != nil {
+		sk = newSkimmer(r, w)
+	}
 	writing := true
 	for {
+		if sk != nil && !t.budget.allows(time.Now(), t.busy.Load()) {
+			// Past the tap's share of a burst: move what is there
+			// without it.
+			n, werr, err := sk.skim(writing)
+			if n > 0 {
+				ts.gap(n)
+			}
+			if werr != nil && writing {
+				writing = false
+				if onErr != nil {
+					onErr(s, werr)
+				}
+			}
+			if err != nil {
+				return
+			}
+			continue
+		}
 		buf := plain
 		if ts != nil {
 			buf = (*ts.cur)[ts.c : ts.c+relayReadSize]
 		}
 		n, err := r.Read(buf)
+		if sk != nil {
+			t.budget.spend(n)
+		}
 		if n > 0 {
 			if writing {
 				if _, werr := w.Write(buf[:n]); werr != nil {
@@ -144,6 +231,7 @@ type TapStats struct {
 	Dropped int64 // bytes (of shed and lost lines)
 	Shed    int64 // noise lines shed under pressure
 	Lost    int64 // other lines not delivered (the tap's bounds overflowed)
+	Unread  int64 // bytes of Dropped skimmed past the tap unread (tapBudget)
 }
 
 // tap splits a copy of the child's output into lines for a LineFunc on a
@@ -157,7 +245,7 @@ type tap struct {
 	fn        LineFunc
 	shed      func([]byte) bool
 	shedLines func([]byte, func([]byte)) (int, int) // Config.ShedLines: shed's verdicts for a chunk at once
-	feedLines func(Stream, []byte) (int, int)       // Config.FeedLines: a chunk delivered at once while behind
+	feedLines func(Stream, []byte, bool) (int, int) // Config.FeedLines: a chunk delivered at once
 	ch        chan tapChunk
 	reads     sync.Pool    // read buffers, tapReadBufSize
 	kept      sync.Pool    // buffers of kept lines and of small reads' lines, tapKeptSize
@@ -168,16 +256,21 @@ type tap struct {
 	leftover []tapChunk // kept lines of streams that ended while the queue was full
 
 	drainTime time.Duration // tapDrainTime; tests that count lines set it longer
+	// budget bounds what the tap reads of a burst (nil: it reads
+	// everything); busy is how long consume has worked, in ns.
+	budget *tapBudget
+	busy   atomic.Int64
 
 	closing atomic.Bool
 	full    atomic.Bool // a relay found the queue full since the tap last looked
 	dropped atomic.Int64
 	nShed   atomic.Int64
 	lost    atomic.Int64
+	unread  atomic.Int64
 }
 
-func newTap(fn LineFunc, shed func([]byte) bool, shedLines func([]byte, func([]byte)) (int, int), feedLines func(Stream, []byte) (int, int)) *tap {
-	t := &tap{fn: fn, shed: shed, shedLines: shedLines, feedLines: feedLines, ch: make(chan tapChunk, tapQueueLen+tapReserve), done: make(chan struct{}), drainTime: tapDrainTime}
+func newTap(fn LineFunc, shed func([]byte) bool, shedLines func([]byte, func([]byte)) (int, int), feedLines func(Stream, []byte, bool) (int, int)) *tap {
+	t := &tap{fn: fn, shed: shed, shedLines: shedLines, feedLines: feedLines, ch: make(chan tapChunk, tapQueueLen+tapReserve), done: make(chan struct{}), drainTime: tapDrainTime, budget: newTapBudget(tapRate, tapBurst)}
 	if shed == nil {
 		t.shedLines, t.feedLines = nil, nil
 	}
@@ -221,7 +314,8 @@ func (t *tap) consume() {
 	// at once, and delivering noise again at the first empty queue would
 	// only fill it again. In a burst, the tap's work is then a newline
 	// search and a prefix test a line, in one call a chunk (shedLines), or
-	// what feedLines does with the chunk (a matcher's vector scan).
+	// what feedLines does with the chunk (a matcher's vector scan), which
+	// also takes the chunks that are not shed, save in the final drain.
 	var lastPressure time.Time
 	for c := range t.ch {
 		now := time.Now()
@@ -231,9 +325,10 @@ func (t *tap) consume() {
 		s = c.s
 		shedding := !c.kept && t.shed != nil && (now.Sub(lastPressure) < tapPressure || t.closing.Load())
 		p := c.p
-		if shedding && t.feedLines != nil {
+		if t.feedLines != nil {
 			// A piece at a time, so that the end of the output finds the
-			// rest of the chunk for the final drain's bounds.
+			// rest of the chunk for the final drain's bounds; noise is
+			// shed only under pressure.
 			for len(p) > 0 && !t.closing.Load() {
 				k := len(p)
 				if k > tapFeedPiece {
@@ -241,7 +336,7 @@ func (t *tap) consume() {
 						k = tapFeedPiece + i + 1
 					}
 				}
-				n, size := t.feedLines(s, p[:k])
+				n, size := t.feedLines(s, p[:k], shedding)
 				shed += int64(n)
 				dropped += int64(size)
 				p = p[k:]
@@ -281,6 +376,7 @@ func (t *tap) consume() {
 			t.reads.Put(c.buf)
 			t.bufsOut.Add(-1)
 		}
+		t.busy.Add(int64(time.Since(now)))
 	}
 }
 
@@ -300,7 +396,7 @@ func (t *tap) close() TapStats {
 	}
 	close(t.ch)
 	<-t.done
-	return TapStats{Dropped: t.dropped.Load(), Shed: t.nShed.Load(), Lost: t.lost.Load()}
+	return TapStats{Dropped: t.dropped.Load(), Shed: t.nShed.Load(), Lost: t.lost.Load(), Unread: t.unread.Load()}
 }
 
 // tapStream cuts one stream's output into whole lines for the tap: what
@@ -319,9 +415,22 @@ type tapStream struct {
 	spare *[]byte // the next one, when the tap did not take the last
 	c     int     // bytes carried at its start
 	skip  bool    // the carried line outgrew MaxLine: the rest up to its newline is skipped
-	kept  *[]byte // lines kept while the queue was full, waiting for room
+	// skipGap: skip follows bytes skimmed past the tap (gap): what it
+	// skips is counted as dropped.
+	skipGap bool
+	kept    *[]byte // lines kept while the queue was full, waiting for room
 
-	shed, lost, dropped int64 // counted by the relay goroutine, added to t's by finish
+	shed, lost, dropped, unread int64 // counted by the relay goroutine, added to t's by finish
+}
+
+// gap records n bytes skimmed past the tap: the line they cut is not
+// delivered, neither its start (carried) nor its rest up to the next
+// newline.
+func (ts *tapStream) gap(n int) {
+	ts.dropped += int64(ts.c + n)
+	ts.unread += int64(n)
+	ts.c = 0
+	ts.skip, ts.skipGap = true, true
 }
 
 // offer takes the n bytes the relay just read into (*cur)[c:].
@@ -332,9 +441,15 @@ func (ts *tapStream) offer(n int) {
 	if cut {
 		i := bytes.IndexByte(b[ts.c:end], '\n')
 		if i < 0 {
+			if ts.skipGap {
+				ts.dropped += int64(n)
+			}
 			return // still inside the long line: the read is dropped, the cut start stays
 		}
-		ts.skip = false
+		if ts.skipGap {
+			ts.dropped += int64(i + 1)
+		}
+		ts.skip, ts.skipGap = false, false
 		end = ts.c + copy(b[ts.c:], b[ts.c+i+1:end]) // rare: a line over MaxLine
 	}
 	// The carried bytes hold no newline but the cut line's own.
@@ -514,4 +629,5 @@ func (ts *tapStream) finish() {
 	ts.t.nShed.Add(ts.shed)
 	ts.t.lost.Add(ts.lost)
 	ts.t.dropped.Add(ts.dropped)
+	ts.t.unread.Add(ts.unread)
 }

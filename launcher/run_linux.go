@@ -275,7 +275,7 @@ func (s *supervisor) run(l *launch) (Result, error) {
 	res := ResultOf(*s.status)
 	if t != nil {
 		st := t.close()
-		res.TapDropped, res.TapShed, res.TapLost = st.Dropped, st.Shed, st.Lost
+		res.TapDropped, res.TapShed, res.TapLost, res.TapUnread = st.Dropped, st.Shed, st.Lost, st.Unread
 	}
 	return res, nil
 }

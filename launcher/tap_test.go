@@ -98,15 +98,13 @@ func TestTapKeepsEveryWarnLineOfABurst(t *testing.T) {
 					info++
 				}
 			}
-			var feedLines func(Stream, []byte) (int, int)
+			var feedLines func(Stream, []byte, bool) (int, int)
 			if tc.feed {
-				// What a FeedLines does: OnLine's work for the lines it keeps.
-				feedLines = func(s Stream, p []byte) (int, int) {
-					return infoNoiseLines(p, func(line []byte) { onLine(s, line) })
-				}
+				feedLines = feedLinesOf(onLine)
 			}
 			tp := newTap(onLine, infoNoise, tc.shedLines, feedLines)
 			tp.drainTime = time.Hour // every line counts here, however slow the machine
+			tp.budget = nil          // and the whole burst is read, however fast
 			relayBurst(t, data, chunk, out, tp)
 			st := tp.close()
 			require.Equal(t, len(data), out.n, "the relay is never cut")
@@ -215,6 +213,7 @@ func tapLines(t *testing.T, chunks []string) []string {
 	var got []string
 	tp := newTap(func(_ Stream, l []byte) { got = append(got, string(l)) }, nil, nil, nil)
 	tp.drainTime = time.Hour
+	tp.budget = nil // and the whole burst is read, however fast
 	ts := tp.stream(Stdout)
 	for _, c := range chunks {
 		for p := c; len(p) > 0; {
@@ -324,14 +323,19 @@ func TestTapFeedsChunksWhileBehind(t *testing.T) {
 			got = append(got, string(line))
 		}
 	}
-	feedLines := func(s Stream, p []byte) (int, int) {
+	feed := feedLinesOf(onLine)
+	feedLines := func(s Stream, p []byte, shed bool) (int, int) {
+		if !shed {
+			return feed(s, p, shed)
+		}
 		fedChunks++
 		fedLines += bytes.Count(p, []byte("\n"))
 		defer fedOnce.Do(func() { close(fed) })
-		return infoNoiseLines(p, func(line []byte) { onLine(s, line) })
+		return feed(s, p, shed)
 	}
 	tp := newTap(onLine, infoNoise, infoNoiseLines, feedLines)
 	tp.drainTime = time.Hour // every line counts here, however slow the machine
+	tp.budget = nil          // and the whole burst is read, however fast
 	relayBurst(t, data, relayBufSize, out, tp)
 	close(release) // the relay has read it all: the queue is full, the tap behind
 	<-fed          // the next chunk went to FeedLines (the drain's would not)
@@ -344,4 +348,20 @@ func TestTapFeedsChunksWhileBehind(t *testing.T) {
 	assert.Zero(t, st.Lost)
 	assert.Positive(t, st.Shed)
 	assert.Positive(t, fedLines)
+}
+
+// feedLinesOf is what a Config.FeedLines does: OnLine's work for the lines
+// it keeps (all of them when shed is false).
+func feedLinesOf(onLine LineFunc) func(Stream, []byte, bool) (int, int) {
+	return func(s Stream, p []byte, shed bool) (int, int) {
+		if !shed {
+			for len(p) > 0 {
+				i := bytes.IndexByte(p, '\n')
+				onLine(s, p[:i])
+				p = p[i+1:]
+			}
+			return 0, 0
+		}
+		return infoNoiseLines(p, func(line []byte) { onLine(s, line) })
+	}
 }

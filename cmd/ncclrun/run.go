@@ -39,10 +39,12 @@ type runReport struct {
 	TorchrunError *torchrunError        `json:"torchrun_error,omitempty"`
 	// TapDropped: output bytes diagnosis did not see (launcher.Result.TapDropped);
 	// TapShed of them NCCL INFO noise lines shed under pressure, TapLost other
-	// lines (0 as long as the matcher keeps up with the lines that are not noise).
+	// lines (0 as long as the matcher keeps up with the lines that are not noise),
+	// TapUnread of them the bytes of a burst past the tap's share, relayed unread.
 	TapDropped int64    `json:"tap_dropped_bytes,omitempty"`
 	TapShed    int64    `json:"tap_shed_lines,omitempty"`
 	TapLost    int64    `json:"tap_lost_lines,omitempty"`
+	TapUnread  int64    `json:"tap_unread_bytes,omitempty"`
 	Command    []string `json:"command"`
 	Version    string   `json:"ncclrun_version"`
 }
@@ -295,14 +297,18 @@ func (w *watch) onLine(_ launcher.Stream, line []byte) {
 	w.print(w.matcher().FeedAll(line))
 }
 
-// feedLines is launcher.Config.FeedLines: a chunk of lines the tap is
-// behind on goes to the matcher at once, which skips the lines that
-// cannot change its result with its filter's scan and sheds the noise
-// among the others.
-func (w *watch) feedLines(_ launcher.Stream, p []byte) (int, int) {
+// feedLines is launcher.Config.FeedLines: a chunk of lines goes to the
+// matcher at once, which skips the lines that cannot change its result
+// with its filter's scan and, when the tap is behind (shed), sheds the
+// noise among the others.
+func (w *watch) feedLines(_ launcher.Stream, p []byte, shed bool) (int, int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.matcher().FeedChunk(p, diagnosis.Noise, w.print)
+	noise := diagnosis.Noise
+	if !shed {
+		noise = nil
+	}
+	return w.matcher().FeedChunk(p, noise, w.print)
 }
 
 // print prints the diagnoses found on a line; w.mu is held.
@@ -437,7 +443,7 @@ func reportOutcome(e *env, j runJob, rep preflight.Report, p childPlan, out outc
 		rr := runReport{
 			Preflight: rep, EnvAdded: envMap(p.added), Diagnoses: nonNil(ds),
 			ExitCode: res.ExitCode, TorchrunError: out.te,
-			TapDropped: res.TapDropped, TapShed: res.TapShed, TapLost: res.TapLost,
+			TapDropped: res.TapDropped, TapShed: res.TapShed, TapLost: res.TapLost, TapUnread: res.TapUnread,
 			Command: append([]string{j.path}, p.cfg.Args...), Version: version,
 		}
 		if out.sigName != "" {
