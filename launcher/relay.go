@@ -82,7 +82,8 @@ const tapFeedPiece = 32 << 10
 // burst, and while its goroutine has been busy at most tapShare of the
 // time since the output began (after the first tapShareBurst of work: a
 // burst of WARN lines costs the matcher several times what INFO lines
-// cost). Beyond that the relay moves the output past the tap (skim), with
+// cost; the work on large chunks is counted in the CPU time of the tap's
+// thread, so that a loaded machine does not shrink the share). Beyond that the relay moves the output past the tap (skim), with
 // splice(2) where its destination allows: the bytes go from the child's
 // pipe to ncclrun's output without a copy through ncclrun, and the tap
 // never sees them (they are counted as unread). A training job prints
@@ -98,6 +99,11 @@ const (
 	tapShare      = 0.25
 	tapShareBurst = 20 * time.Millisecond
 )
+
+// tapCPUChunk is the size of a chunk from which the tap's work on it is
+// charged in CPU time (two clock_gettime(2) calls) rather than in the
+// time that passed.
+const tapCPUChunk = 16 << 10
 
 // tapBudget is two token buckets, of the bytes the tap may still read and
 // of the time it may still spend, shared by a tap's streams.
@@ -319,6 +325,10 @@ func (t *tap) consume() {
 	var lastPressure time.Time
 	for c := range t.ch {
 		now := time.Now()
+		var cpu0 time.Duration
+		if len(c.p) >= tapCPUChunk {
+			cpu0 = threadCPU()
+		}
 		if c.burst || len(t.ch) >= 1 || t.full.Swap(false) {
 			lastPressure = now
 		}
@@ -376,7 +386,17 @@ func (t *tap) consume() {
 			t.reads.Put(c.buf)
 			t.bufsOut.Add(-1)
 		}
-		t.busy.Add(int64(time.Since(now)))
+		d := time.Since(now)
+		if cpu0 > 0 {
+			// The thread's CPU time, not the time that passed: on a
+			// loaded machine the tap is not charged for waiting to run.
+			// A goroutine that moved to another thread meanwhile gets a
+			// meaningless difference: the time that passed bounds it.
+			if c := threadCPU() - cpu0; c >= 0 && c < d {
+				d = c
+			}
+		}
+		t.busy.Add(int64(d))
 	}
 }
 

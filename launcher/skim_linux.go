@@ -4,6 +4,7 @@ import (
 	"io"
 	"os"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -56,9 +57,8 @@ func (k *skimmer) skim(writing bool) (n int, werr, rerr error) {
 			var m int
 			var e error
 			if writing && k.wfd >= 0 {
-				var m64 int64
-				m64, e = unix.Splice(int(fd), nil, k.wfd, nil, childPipeSize, unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
-				m = int(m64)
+				m0, e0 := unix.Splice(int(fd), nil, k.wfd, nil, childPipeSize, unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
+				m, e = int(m0), e0 // int64 or int, by architecture
 			} else {
 				if k.scratch == nil {
 					k.scratch = make([]byte, relayReadSize)
@@ -128,4 +128,13 @@ func (k *skimmer) growOutput() {
 			_, _ = unix.FcntlInt(uintptr(k.wfd), unix.F_SETPIPE_SZ, childPipeSize)
 		}
 	}
+}
+
+// threadCPU is the CPU time of the calling thread, 0 when unknown.
+func threadCPU() time.Duration {
+	var ts unix.Timespec
+	if unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts) != nil {
+		return 0
+	}
+	return time.Duration(ts.Nano())
 }
