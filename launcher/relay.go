@@ -79,24 +79,26 @@ const tapFeedPiece = 32 << 10
 
 // The tap's share of a burst is bounded, in bytes and in time: it takes
 // the child's output at up to tapRate after the first tapBurst bytes of a
-// burst, and while its goroutine has been busy at most tapShare of the
-// time since the output began (after the first tapShareBurst of work: a
-// burst of WARN lines costs the matcher several times what INFO lines
-// cost; the work on large chunks is counted in the CPU time of the tap's
-// thread, so that a loaded machine does not shrink the share). Beyond that the relay moves the output past the tap (skim), with
-// splice(2) where its destination allows: the bytes go from the child's
-// pipe to ncclrun's output without a copy through ncclrun, and the tap
-// never sees them (they are counted as unread). A training job prints
-// well below both bounds (a 64-rank job's NCCL INFO start-up is a few tens
-// of MB; the bench's mixed burst at 200 MiB/s is read whole): only an
-// output faster than that, such as `cat` of a saved log, is skimmed, so
-// that relaying it costs about what `cat` costs instead of the tap's scan
-// of every byte. The last lines of a burst, which hold a failure, reach
-// the tap: its budget refills as soon as the output slows down.
+// burst, and while its goroutine has worked at most tapShare of the time
+// since the output began, after the first tapShareBurst of work (a burst
+// of WARN lines costs the matcher several times what INFO lines cost).
+// Work on a large chunk is counted in the CPU time of the tap's thread,
+// so that a loaded machine does not shrink the share. Beyond the bounds
+// the relay moves the output past the tap (skim), with splice(2) where
+// its destination allows: the bytes go from the child's pipe to ncclrun's
+// output without a copy through ncclrun, and the tap never sees them
+// (they are counted as unread). A training job prints well below both
+// bounds (a 64-rank job's NCCL INFO start-up is a few tens of MB; the
+// bench's mixed burst at 200 MiB/s is read whole, with the tap busy about
+// a fifth of the time): only an output faster than that, such as `cat` of
+// a saved log, is skimmed, so that relaying it costs about what `cat`
+// costs instead of the tap's scan of every byte. The last lines of a
+// burst, which hold a failure, reach the tap: the budget refills as soon
+// as the output slows down.
 const (
 	tapRate       = 256 << 20 // bytes a second
 	tapBurst      = 4 << 20
-	tapShare      = 0.25
+	tapShare      = 0.3
 	tapShareBurst = 20 * time.Millisecond
 )
 
