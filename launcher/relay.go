@@ -100,6 +100,10 @@ const (
 	tapBurst      = 4 << 20
 	tapShare      = 0.3
 	tapShareBurst = 20 * time.Millisecond
+	// tapPause is a pause in the output that ends a burst: what follows
+	// it reaches the tap, whatever its budget (a skim that waited this
+	// long for the child).
+	tapPause = 500 * time.Microsecond
 )
 
 // tapCPUChunk is the size of a chunk from which the tap's work on it is
@@ -111,9 +115,10 @@ const tapCPUChunk = 16 << 10
 // of the time it may still spend, shared by a tap's streams.
 type tapBudget struct {
 	mu          sync.Mutex
-	rate, burst int64 // bytes a second and bucket size; rate 0: no bound
+	rate, burst int64 // bytes a second and bucket size
 	bytes       int64
 	busy        time.Duration // tap work left in the time bucket
+	forgiven    bool          // the next read is the tap's (forgive)
 	seen        int64         // tap.busy when last looked at
 	last        time.Time
 }
@@ -137,7 +142,20 @@ func (b *tapBudget) allows(now time.Time, busy int64) bool {
 	b.busy -= time.Duration(busy - b.seen)
 	b.seen = busy
 	b.last = now
+	if b.forgiven {
+		b.forgiven = false
+		b.bytes, b.busy = max(b.bytes, 0), max(b.busy, 0)
+		return true
+	}
 	return b.bytes > 0 && b.busy > 0
+}
+
+// forgive lets the tap take the next read whatever it owes: the output
+// paused for tapPause.
+func (b *tapBudget) forgive() {
+	b.mu.Lock()
+	b.forgiven = true
+	b.mu.Unlock()
 }
 
 // spend takes n bytes read for the tap.
@@ -172,16 +190,23 @@ func relayNotify(r *os.File, w io.Writer, s Stream, t *tap, onErr func(Stream, e
 	}
 	var sk *skimmer
 	if ts != nil && t.budget != nil {
-		sk = newSkimmer(r, w)
+		if sk = newSkimmer(r, w); sk != nil {
+			sk.waiting = t.skimWaiting
+		}
 	}
 	writing := true
 	for {
 		if sk != nil && !t.budget.allows(time.Now(), t.busy.Load()) {
 			// Past the tap's share of a burst: move what is there
 			// without it.
-			n, werr, err := sk.skim(writing)
+			n, waited, werr, err := sk.skim(writing)
 			if n > 0 {
 				ts.gap(n)
+			}
+			if waited >= t.pause {
+				// The output paused: the burst is over, and what comes
+				// now (a failure) is the tap's, whatever it owes.
+				t.budget.forgive()
 			}
 			if werr != nil && writing {
 				writing = false
@@ -268,6 +293,10 @@ type tap struct {
 	// everything); busy is how long consume has worked, in ns.
 	budget *tapBudget
 	busy   atomic.Int64
+	pause  time.Duration // tapPause
+	// skimWaiting, a test's, is called when a skim is about to wait for
+	// the child.
+	skimWaiting func()
 
 	closing atomic.Bool
 	full    atomic.Bool // a relay found the queue full since the tap last looked
@@ -278,7 +307,7 @@ type tap struct {
 }
 
 func newTap(fn LineFunc, shed func([]byte) bool, shedLines func([]byte, func([]byte)) (int, int), feedLines func(Stream, []byte, bool) (int, int)) *tap {
-	t := &tap{fn: fn, shed: shed, shedLines: shedLines, feedLines: feedLines, ch: make(chan tapChunk, tapQueueLen+tapReserve), done: make(chan struct{}), drainTime: tapDrainTime, budget: newTapBudget(tapRate, tapBurst)}
+	t := &tap{fn: fn, shed: shed, shedLines: shedLines, feedLines: feedLines, ch: make(chan tapChunk, tapQueueLen+tapReserve), done: make(chan struct{}), drainTime: tapDrainTime, budget: newTapBudget(tapRate, tapBurst), pause: tapPause}
 	if shed == nil {
 		t.shedLines, t.feedLines = nil, nil
 	}
@@ -449,7 +478,11 @@ type tapStream struct {
 // delivered, neither its start (carried) nor its rest up to the next
 // newline.
 func (ts *tapStream) gap(n int) {
-	ts.dropped += int64(ts.c + n)
+	c := ts.c
+	if ts.skip && !ts.skipGap && c > 0 {
+		c-- // the newline cutLong put after a long line's first MaxLine bytes
+	}
+	ts.dropped += int64(c + n)
 	ts.unread += int64(n)
 	ts.c = 0
 	ts.skip, ts.skipGap = true, true

@@ -1,6 +1,8 @@
 package launcher
 
 import (
+	"errors"
+	"fmt"
 	"io"
 	"os"
 	"syscall"
@@ -17,6 +19,7 @@ type skimmer struct {
 	w       io.Writer
 	scratch []byte // for a destination splice cannot write to, or after a write error
 	spliced bool   // a splice to the output worked
+	waiting func() // a test's: called when skim is about to wait for the child
 	grown   bool   // growOutput was called
 }
 
@@ -35,7 +38,19 @@ func newSkimmer(r *os.File, w io.Writer) *skimmer {
 	k := &skimmer{rc: rc, wfd: -1, w: w}
 	if f, ok := w.(*os.File); ok {
 		if wc, err := f.SyscallConn(); err == nil {
-			_ = wc.Control(func(fd uintptr) { k.wfd = int(fd) })
+			_ = wc.Control(func(fd uintptr) {
+				// Not into a regular file: splice(2) moves its offset
+				// without the lock write(2) takes, so the other stream's
+				// writes to the same file (`> log 2>&1`) would overwrite
+				// these.
+				var ost unix.Stat_t
+				if unix.Fstat(int(fd), &ost) == nil {
+					switch ost.Mode & unix.S_IFMT {
+					case unix.S_IFIFO, unix.S_IFSOCK, unix.S_IFCHR:
+						k.wfd = int(fd)
+					}
+				}
+			})
 		}
 	}
 	return k
@@ -45,66 +60,59 @@ func newSkimmer(r *os.File, w io.Writer) *skimmer {
 // tap's budget again.
 const skimMax = 4 << 20
 
-// skim moves what the child writes (waiting for some, as a read does) to
-// the output, or discards it when writing is false, until the child's pipe
-// is empty or skimMax bytes have gone; it returns how many bytes it moved,
-// the first write error (writing stops there: the caller reports it) and
-// the read side's end (io.EOF, or a passed deadline).
-func (k *skimmer) skim(writing bool) (n int, werr, rerr error) {
+// skim moves what the child has written (waiting for some, as a read
+// does) to the output, or discards it when writing is false, until the
+// child's pipe is empty or skimMax bytes have gone. It never moves the last
+// byte the pipe holds while the child may write more: the next read takes
+// it, so the tap learns whether the stretch it did not see ended a line
+// (then the next line reaches it whole). When it had to wait for the
+// child, it returns as soon as the child wrote again, with nothing moved
+// and how long it waited, so that the caller asks the budget again: what
+// follows a pause in the output (the failure after a burst) is the tap's.
+// It returns how many bytes it moved, the first write error (writing
+// stops there: the caller reports it) and the read side's end (io.EOF, or
+// a passed deadline).
+func (k *skimmer) skim(writing bool) (n int, waited time.Duration, werr, rerr error) {
 	k.growOutput()
+	var since time.Time
 	err := k.rc.Read(func(fd uintptr) bool {
+		if !since.IsZero() {
+			waited = time.Since(since)
+			return true
+		}
 		for n < skimMax {
-			var m int
-			var e error
-			if writing && k.wfd >= 0 {
-				m0, e0 := unix.Splice(int(fd), nil, k.wfd, nil, childPipeSize, unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
-				m, e = int(m0), e0 // int64 or int, by architecture
-			} else {
-				if k.scratch == nil {
-					k.scratch = make([]byte, relayReadSize)
-				}
-				m, e = unix.Read(int(fd), k.scratch)
-				if m > 0 && writing {
-					if _, err := k.w.Write(k.scratch[:m]); err != nil {
-						werr, writing = err, false
-					}
-				}
-			}
-			switch {
-			case m > 0:
-				n += m
-			case e == nil: // m == 0: no writer is left and the pipe is empty
-				rerr = io.EOF
+			a, err := unix.IoctlGetInt(int(fd), unix.TIOCINQ) // FIONREAD: the bytes in the pipe
+			if err != nil {
+				rerr = err
 				return true
-			case e == unix.EINTR:
-			case e == unix.EAGAIN:
-				// The child's pipe is empty, or (splice) the output is
-				// full: then wait for room, as a blocking write does.
-				if a, err := unix.IoctlGetInt(int(fd), unix.TIOCINQ); err != nil || a == 0 || !writing || k.wfd < 0 {
-					// Empty. A splice into a full pipe says EAGAIN even
-					// when the child's pipe has ended: no writer left
-					// (POLLHUP) is its end.
-					p := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-					if _, err := unix.Poll(p, 0); err == nil && p[0].Revents&unix.POLLHUP != 0 && p[0].Revents&unix.POLLIN == 0 {
-						rerr = io.EOF
-						return true
-					}
-					return n > 0 // nothing more now: back to the caller, or wait for the child
+			}
+			keep := 1
+			if a <= 1 && pipeEnded(int(fd)) {
+				keep = 0 // no writer is left: the rest goes now
+			}
+			if a-keep <= 0 {
+				if keep == 0 {
+					rerr = io.EOF
+					return true
 				}
-				p := []unix.PollFd{{Fd: int32(k.wfd), Events: unix.POLLOUT}}
-				if _, err := unix.Poll(p, -1); err != nil && err != unix.EINTR {
-					werr, writing = err, false
+				if n > 0 {
+					return true
 				}
-			case k.wfd >= 0 && writing && e == unix.EINVAL && n == 0 && !k.spliced:
-				k.wfd = -1 // a terminal, a file opened to append: copy from now on
-			case k.wfd >= 0 && writing:
-				werr, writing = e, false // EPIPE: the reader went away
-			default:
+				if k.waiting != nil {
+					k.waiting()
+				}
+				since = time.Now()
+				return false // wait for the child
+			}
+			m, e := k.move(int(fd), a-keep, writing)
+			n += m
+			if e != nil {
+				if writing && !errors.Is(e, errSkimRead) {
+					werr, writing = e, false // EPIPE: the reader went away; discard from now on
+					continue
+				}
 				rerr = e
 				return true
-			}
-			if m > 0 && k.wfd >= 0 {
-				k.spliced = true
 			}
 		}
 		return true
@@ -112,7 +120,65 @@ func (k *skimmer) skim(writing bool) (n int, werr, rerr error) {
 	if err != nil && rerr == nil {
 		rerr = err
 	}
-	return n, werr, rerr
+	return n, waited, werr, rerr
+}
+
+// errSkimRead wraps an error reading the child's pipe.
+var errSkimRead = errors.New("read")
+
+// pipeEnded reports whether no writer is left on the pipe fd.
+func pipeEnded(fd int) bool {
+	p := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	_, err := unix.Poll(p, 0)
+	return err == nil && p[0].Revents&unix.POLLHUP != 0
+}
+
+// move moves up to want bytes, which the child's pipe holds, once: by
+// splice into the output, else by a read and a write (or a read alone when
+// writing is false). An error is the output's, or errSkimRead's.
+func (k *skimmer) move(fd, want int, writing bool) (int, error) {
+	if writing && k.wfd >= 0 {
+		m, e := unix.Splice(fd, nil, k.wfd, nil, want, unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
+		switch {
+		case e == nil:
+			k.spliced = true
+			return int(m), nil // int64 or int, by architecture
+		case e == unix.EINTR:
+			return 0, nil
+		case e == unix.EAGAIN:
+			// The output is full (the pipe holds what is asked): wait
+			// for room, as a blocking write does.
+			p := []unix.PollFd{{Fd: int32(k.wfd), Events: unix.POLLOUT}}
+			if _, err := unix.Poll(p, -1); err != nil && err != unix.EINTR {
+				return 0, err
+			}
+			return 0, nil
+		case !k.spliced:
+			// Refused at once (a terminal: EINVAL; a filter: ENOSYS or
+			// EPERM): copy from now on.
+			k.wfd = -1
+		default:
+			return 0, e
+		}
+	}
+	if k.scratch == nil {
+		k.scratch = make([]byte, relayReadSize)
+	}
+	m, e := unix.Read(fd, k.scratch[:min(want, len(k.scratch))])
+	switch {
+	case e == unix.EINTR || e == unix.EAGAIN:
+		return 0, nil
+	case e != nil:
+		return 0, fmt.Errorf("%w: %w", errSkimRead, e)
+	case m <= 0:
+		return 0, fmt.Errorf("%w: %w", errSkimRead, io.ErrUnexpectedEOF)
+	}
+	if writing {
+		if _, err := k.w.Write(k.scratch[:m]); err != nil {
+			return m, err
+		}
+	}
+	return m, nil
 }
 
 // growOutput enlarges the output's pipe when it is one, as the child's

@@ -52,6 +52,11 @@ func TestTapBudget(t *testing.T) {
 			// the same work is not counted twice; more work is
 			func(b *tapBudget) bool { return b.allows(t0.Add(time.Second), int64(2*tapShareBurst)+2) },
 		}, []bool{false, true, true, false}},
+		{"forgiven, it allows one read whatever is owed", []func(*tapBudget) bool{
+			func(b *tapBudget) bool { b.allows(t0, 0); b.spend(2 << 20); b.forgive(); return b.allows(t0, 0) },
+			func(b *tapBudget) bool { b.spend(1 << 10); return b.allows(t0, 0) },
+			func(b *tapBudget) bool { return b.allows(t0.Add(10*time.Millisecond), 0) },
+		}, []bool{true, false, true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := newTapBudget(1<<20, 1<<20) // 1 MiB a second, 1 MiB at once
@@ -178,20 +183,19 @@ func TestSkimRelaysEveryByte(t *testing.T) {
 	}
 }
 
-// TestSkimEndsWithTheOutputFull: the child's output ends while the relay's
-// output pipe is full and nobody reads it (a splice into a full pipe says
-// EAGAIN even when the child's pipe has ended): the relay sees the end
-// and returns, and the bytes are all there for the reader.
-func TestSkimEndsWithTheOutputFull(t *testing.T) {
+// TestSkimSeesTheEnd: the child's output ends while nobody reads the
+// relay's output (the last byte of the child's pipe, which a skim leaves
+// for the next read, and the pipe's end are seen without more data to
+// wake the relay): the relay returns, and the bytes are all there for the
+// reader that comes later.
+func TestSkimSeesTheEnd(t *testing.T) {
 	or, ow, err := os.Pipe()
 	require.NoError(t, err)
 	defer or.Close()
+	_, _ = unix.FcntlInt(ow.Fd(), unix.F_SETPIPE_SZ, childPipeSize)
 	size, err := unix.FcntlInt(ow.Fd(), unix.F_GETPIPE_SZ, 0)
 	require.NoError(t, err)
-	if n, err := unix.FcntlInt(ow.Fd(), unix.F_SETPIPE_SZ, childPipeSize); err == nil {
-		size = n
-	}
-	data := bytes.Repeat([]byte("0123456789abcde\n"), size/16) // exactly what the output holds
+	data := bytes.Repeat([]byte("0123456789abcde\n"), size/16/4) // a quarter of what the output holds
 	tp := newTap(func(Stream, []byte) {}, nil, nil, nil)
 	tp.budget = newTapBudget(1, 0) // everything is skimmed
 	r, w, err := os.Pipe()
@@ -209,11 +213,55 @@ func TestSkimEndsWithTheOutputFull(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the relay did not see the end of the child's output")
 	}
-	tp.close()
+	st := tp.close()
 	ow.Close()
 	got, err := io.ReadAll(or)
 	require.NoError(t, err)
 	require.True(t, bytes.Equal(data, got), "%d of %d bytes", len(got), len(data))
+	assert.Equal(t, int64(len(data)), st.Unread)
+}
+
+// TestSkimLeavesWhatFollowsAPause: a skim that waited for the child
+// (the burst is over) hands what the child writes next to the tap,
+// whatever the tap owes, and the line the skimmed stretch ended before
+// reaches it whole.
+func TestSkimLeavesWhatFollowsAPause(t *testing.T) {
+	data, _ := burst(50_000, 100)
+	const last = "rank 3: RuntimeError: NCCL error: unhandled system error"
+	var mu sync.Mutex
+	var got []string
+	tp := newTap(func(_ Stream, l []byte) { mu.Lock(); got = append(got, string(l)); mu.Unlock() }, nil, nil, nil)
+	tp.drainTime = time.Hour
+	tp.budget = newTapBudget(1, 0) // the tap owes from the start: all of the burst is skimmed
+	tp.pause = 0                   // any wait for the child is a pause
+	r, w, err := os.Pipe()
+	require.NoError(t, err)
+	burstDone := make(chan struct{})
+	var once sync.Once
+	tp.skimWaiting = func() {
+		// The relay moved all it could of the burst and waits for the
+		// child: the child writes its last line now.
+		select {
+		case <-burstDone:
+			once.Do(func() {
+				go func() { _, _ = w.Write([]byte(last + "\n")); w.Close() }()
+			})
+		default:
+		}
+	}
+	go func() {
+		for p := data; len(p) > 0; p = p[min(len(p), relayBufSize):] {
+			_, _ = w.Write(p[:min(len(p), relayBufSize)])
+		}
+		close(burstDone)
+	}()
+	var out bytes.Buffer
+	relay(r, &out, Stdout, tp)
+	st := tp.close()
+	require.Equal(t, string(data)+last+"\n", out.String())
+	require.NotEmpty(t, got, "%+v", st)
+	assert.Equal(t, last, got[len(got)-1], "the line after the pause reached the tap (%+v)", st)
+	assert.Positive(t, st.Unread)
 }
 
 // TestSkimmerOnlyForPipes: a pty or a file is read by the tap whole.
