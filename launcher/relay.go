@@ -195,15 +195,17 @@ func relayNotify(r *os.File, w io.Writer, s Stream, t *tap, onErr func(Stream, e
 		}
 	}
 	writing := true
+	tail := false // a skim left the end of what it skimmed to the next read
 	for {
-		if sk != nil && !t.budget.allows(time.Now(), t.busy.Load()) {
+		if sk != nil && !tail && !t.budget.allows(time.Now(), t.busy.Load()) {
 			// Past the tap's share of a burst: move what is there
-			// without it.
+			// without it, but its end.
 			n, waited, werr, err := sk.skim(writing)
 			if n > 0 {
 				ts.gap(n)
 			}
-			if waited >= t.pause {
+			tail = waited == 0
+			if waited > 0 && waited >= t.pause {
 				// The output paused: the burst is over, and what comes
 				// now (a failure) is the tap's, whatever it owes.
 				t.budget.forgive()
@@ -219,6 +221,7 @@ func relayNotify(r *os.File, w io.Writer, s Stream, t *tap, onErr func(Stream, e
 			}
 			continue
 		}
+		tail = false
 		buf := plain
 		if ts != nil {
 			buf = (*ts.cur)[ts.c : ts.c+relayReadSize]

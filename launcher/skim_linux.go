@@ -56,22 +56,28 @@ func newSkimmer(r *os.File, w io.Writer) *skimmer {
 	return k
 }
 
+// skimTail is about how much of what the child's pipe holds a skim leaves
+// for the read that follows it: a page, and the partly filled last one
+// (so that the splice moves whole pages). The tap reads the end of every
+// skimmed stretch: it learns where the line the stretch cut ends, so the
+// next one reaches it whole, and it sees the last lines before each pause
+// in the output.
+const skimTail = 4096
+
 // skimMax is how much one skim moves at most before the caller asks the
 // tap's budget again.
 const skimMax = 4 << 20
 
 // skim moves what the child has written (waiting for some, as a read
-// does) to the output, or discards it when writing is false, until the
-// child's pipe is empty or skimMax bytes have gone. It never moves the last
-// byte the pipe holds while the child may write more: the next read takes
-// it, so the tap learns whether the stretch it did not see ended a line
-// (then the next line reaches it whole). When it had to wait for the
-// child, it returns as soon as the child wrote again, with nothing moved
-// and how long it waited, so that the caller asks the budget again: what
-// follows a pause in the output (the failure after a burst) is the tap's.
-// It returns how many bytes it moved, the first write error (writing
-// stops there: the caller reports it) and the read side's end (io.EOF, or
-// a passed deadline).
+// does) to the output, or discards it when writing is false, but the last
+// skimTail or so bytes, which the caller reads next (through the tap).
+// When it had to wait for the child, it returns as soon as the child wrote
+// again, with nothing moved and how long it waited, so that the caller asks
+// the budget again: what follows a pause in the output (the failure after
+// a burst) is the tap's. It returns how many bytes it moved (0 after a
+// wait, or when the pipe held no more than the tail), the first write
+// error (writing stops there: the caller reports it) and the read side's
+// end (io.EOF, or a passed deadline).
 func (k *skimmer) skim(writing bool) (n int, waited time.Duration, werr, rerr error) {
 	k.growOutput()
 	var since time.Time
@@ -86,12 +92,8 @@ func (k *skimmer) skim(writing bool) (n int, waited time.Duration, werr, rerr er
 				rerr = err
 				return true
 			}
-			keep := 1
-			if a <= 1 && pipeEnded(int(fd)) {
-				keep = 0 // no writer is left: the rest goes now
-			}
-			if a-keep <= 0 {
-				if keep == 0 {
+			if a == 0 {
+				if pipeEnded(int(fd)) {
 					rerr = io.EOF
 					return true
 				}
@@ -104,7 +106,11 @@ func (k *skimmer) skim(writing bool) (n int, waited time.Duration, werr, rerr er
 				since = time.Now()
 				return false // wait for the child
 			}
-			m, e := k.move(int(fd), a-keep, writing)
+			tail := skimTail + a%skimTail
+			if a <= tail {
+				return true // the caller reads it
+			}
+			m, e := k.move(int(fd), a-tail, writing)
 			n += m
 			if e != nil {
 				if writing && !errors.Is(e, errSkimRead) {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -184,10 +185,9 @@ func TestSkimRelaysEveryByte(t *testing.T) {
 }
 
 // TestSkimSeesTheEnd: the child's output ends while nobody reads the
-// relay's output (the last byte of the child's pipe, which a skim leaves
-// for the next read, and the pipe's end are seen without more data to
-// wake the relay): the relay returns, and the bytes are all there for the
-// reader that comes later.
+// relay's output (the end of the child's pipe is seen without more data
+// to wake the relay): the relay returns, and the bytes are all there for
+// the reader that comes later.
 func TestSkimSeesTheEnd(t *testing.T) {
 	or, ow, err := os.Pipe()
 	require.NoError(t, err)
@@ -218,50 +218,118 @@ func TestSkimSeesTheEnd(t *testing.T) {
 	got, err := io.ReadAll(or)
 	require.NoError(t, err)
 	require.True(t, bytes.Equal(data, got), "%d of %d bytes", len(got), len(data))
-	assert.Equal(t, int64(len(data)), st.Unread)
+	assert.Positive(t, st.Unread)
+	assert.Less(t, st.Unread, int64(len(data)), "the end of each skimmed stretch is read")
 }
 
-// TestSkimLeavesWhatFollowsAPause: a skim that waited for the child
-// (the burst is over) hands what the child writes next to the tap,
-// whatever the tap owes, and the line the skimmed stretch ended before
-// reaches it whole.
+// TestSkimLeavesWhatFollowsAPause: what the child writes after a burst
+// the tap could not afford reaches it whole, the failure at its end
+// included: a line written at once after the burst because a skim leaves
+// the end of what the pipe holds to a read (the tap, having read the end
+// of the stretch skimmed before it, knows where a line starts), a long
+// write after a pause because a skim that waited for the child lets the
+// tap take the next read whatever it owes.
 func TestSkimLeavesWhatFollowsAPause(t *testing.T) {
 	data, _ := burst(50_000, 100)
-	const last = "rank 3: RuntimeError: NCCL error: unhandled system error"
-	var mu sync.Mutex
-	var got []string
-	tp := newTap(func(_ Stream, l []byte) { mu.Lock(); got = append(got, string(l)); mu.Unlock() }, nil, nil, nil)
-	tp.drainTime = time.Hour
-	tp.budget = newTapBudget(1, 0) // the tap owes from the start: all of the burst is skimmed
-	tp.pause = 0                   // any wait for the child is a pause
+	const failure = "rank 3: RuntimeError: NCCL error: unhandled system error"
+	warns, n := burst(1_500, 1) // ~150 KiB of WARN lines: more than a skim leaves to a read
+	for _, tc := range []struct {
+		name   string
+		after  string
+		pause  time.Duration // the tap's; the test writes after at the relay's first wait past the burst
+		paused bool
+	}{
+		{"a line at once", failure + "\n", time.Hour, false},
+		{"a long write after a pause", string(warns) + failure + "\n", 0, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var mu sync.Mutex
+			var got []string
+			tp := newTap(func(_ Stream, l []byte) { mu.Lock(); got = append(got, string(l)); mu.Unlock() }, infoNoise, infoNoiseLines, nil)
+			tp.drainTime = time.Hour
+			tp.budget = newTapBudget(1, 0) // the tap owes from the start: the burst is skimmed
+			tp.pause = tc.pause
+			r, w, err := os.Pipe()
+			require.NoError(t, err)
+			growPipe(r)
+			var out bytes.Buffer
+			if tc.paused {
+				var once sync.Once
+				tp.skimWaiting = func() {
+					// On the relay's goroutine: once all of the burst
+					// went out, the relay waits for the child, which
+					// writes the rest now.
+					if out.Len() == len(data) {
+						once.Do(func() { go func() { _, _ = w.Write([]byte(tc.after)); w.Close() }() })
+					}
+				}
+			}
+			go func() {
+				for p := data; len(p) > 0; p = p[min(len(p), relayBufSize):] {
+					_, _ = w.Write(p[:min(len(p), relayBufSize)])
+				}
+				if !tc.paused {
+					_, _ = w.Write([]byte(tc.after))
+					w.Close()
+				}
+			}()
+			relay(r, &out, Stdout, tp)
+			st := tp.close()
+			require.Equal(t, string(data)+tc.after, out.String())
+			require.NotEmpty(t, got, "%+v", st)
+			assert.Equal(t, failure, got[len(got)-1], "the failure line reached the tap whole (%+v)", st)
+			if tc.paused {
+				require.GreaterOrEqual(t, len(got), n+1)
+				want := strings.Split(strings.TrimSuffix(tc.after, "\n"), "\n")
+				assert.Equal(t, want, got[len(got)-len(want):], "all of what followed the pause")
+			}
+			assert.Positive(t, st.Unread)
+			assert.Zero(t, st.Lost)
+		})
+	}
+}
+
+// TestSkimReturnsAfterAWait: a skim that had to wait for the child
+// returns as soon as the child writes, with nothing moved and the time it
+// waited, so that its caller asks the tap's budget again; the next skim
+// moves what is there but its end, which it leaves to a read.
+func TestSkimReturnsAfterAWait(t *testing.T) {
 	r, w, err := os.Pipe()
 	require.NoError(t, err)
-	burstDone := make(chan struct{})
-	var once sync.Once
-	tp.skimWaiting = func() {
-		// The relay moved all it could of the burst and waits for the
-		// child: the child writes its last line now.
-		select {
-		case <-burstDone:
-			once.Do(func() {
-				go func() { _, _ = w.Write([]byte(last + "\n")); w.Close() }()
-			})
-		default:
-		}
-	}
-	go func() {
-		for p := data; len(p) > 0; p = p[min(len(p), relayBufSize):] {
-			_, _ = w.Write(p[:min(len(p), relayBufSize)])
-		}
-		close(burstDone)
-	}()
+	defer r.Close()
+	defer w.Close()
+	data, _ := burst(500, 10) // ~45 KiB: more than a skim leaves
 	var out bytes.Buffer
-	relay(r, &out, Stdout, tp)
-	st := tp.close()
-	require.Equal(t, string(data)+last+"\n", out.String())
-	require.NotEmpty(t, got, "%+v", st)
-	assert.Equal(t, last, got[len(got)-1], "the line after the pause reached the tap (%+v)", st)
-	assert.Positive(t, st.Unread)
+	k := newSkimmer(r, &out)
+	require.NotNil(t, k)
+	k.waiting = func() { go func() { _, _ = w.Write(data) }() }
+	n, waited, werr, rerr := k.skim(true)
+	require.NoError(t, werr)
+	require.NoError(t, rerr)
+	assert.Zero(t, n)
+	assert.Positive(t, waited)
+	assert.Zero(t, out.Len(), "nothing moved")
+	k.waiting = nil
+	// The write may still be on its way into the pipe.
+	for {
+		a, err := unix.IoctlGetInt(int(r.Fd()), unix.TIOCINQ)
+		require.NoError(t, err)
+		if a == len(data) {
+			break
+		}
+		runtime.Gosched()
+	}
+	n, waited, werr, rerr = k.skim(true)
+	require.NoError(t, werr)
+	require.NoError(t, rerr)
+	assert.Zero(t, waited)
+	require.Positive(t, n)
+	assert.Equal(t, data[:n], out.Bytes())
+	rest := make([]byte, len(data))
+	m, err := r.Read(rest)
+	require.NoError(t, err)
+	assert.Equal(t, data[n:], rest[:m], "the end is left in the pipe, for the read")
+	assert.GreaterOrEqual(t, m, skimTail)
 }
 
 // TestSkimmerOnlyForPipes: a pty or a file is read by the tap whole.
