@@ -131,8 +131,8 @@ type Result struct {
 	TapLost int64
 	// TapUnread counts the bytes of TapDropped that the tap did not read:
 	// the part of a burst beyond its share (tapRate and tapShare in
-	// relay.go: 256 MiB/s after the first 16 MiB, 30 % of the time after
-	// 30 ms of work), which the relay moved past it.
+	// relay.go: 256 MiB/s after the first 8 MiB, 30 % of the time after
+	// 20 ms of work), which the relay moved past it.
 	TapUnread int64
 }
 

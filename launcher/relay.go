@@ -97,9 +97,9 @@ const tapFeedPiece = 32 << 10
 // as the output slows down.
 const (
 	tapRate       = 256 << 20 // bytes a second
-	tapBurst      = 16 << 20
+	tapBurst      = 8 << 20
 	tapShare      = 0.3
-	tapShareBurst = 30 * time.Millisecond
+	tapShareBurst = 20 * time.Millisecond
 	// tapPause is a pause in the output that ends a burst: what follows
 	// it reaches the tap, whatever its budget (a skim that waited this
 	// long for the child).
