@@ -6,6 +6,9 @@ import time
 
 if os.environ.get("IGNORE_TERM"):
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-print(f"ready {os.environ.get('RANK')}", flush=True)
+# One write(2) for the whole line: print() on a terminal can write the text
+# and its newline apart, and the two ranks' lines then interleave
+# ("ready 0ready 1"), which the tests cannot read.
+os.write(1, f"ready {os.environ.get('RANK')}\n".encode())
 while True:
     time.sleep(3600)
