@@ -5,6 +5,7 @@ package launcher
 
 import (
 	"io"
+	"os"
 	"syscall"
 	"time"
 )
@@ -103,6 +104,21 @@ type Config struct {
 	// stderr is a terminal (by default the child then gets a pseudo
 	// terminal for that stream, so it behaves as on a terminal).
 	NoPTY bool
+}
+
+// Splicer is a Config.Stdout or Stderr that is not an *os.File but writes
+// through to one (a filter that puts lines of its own between the
+// child's): past the tap's share of a burst, the relay moves the child's
+// output into that file with splice(2), as it does into an *os.File.
+type Splicer interface {
+	io.Writer
+	// SpliceFile is the file Write writes to in the end, nil when there is
+	// none (the relay then writes as usual).
+	SpliceFile() *os.File
+	// Spliced runs splice, which moves bytes into the file and returns how
+	// many, while no Write runs. What it moved may end inside a line: the
+	// relay's next Write (a read's worth, through the tap) follows it.
+	Spliced(splice func() int)
 }
 
 // DefaultKillAfter is how long descendants left by a main child that

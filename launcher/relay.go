@@ -143,15 +143,15 @@ func (b *tapBudget) allows(now time.Time, busy int64) bool {
 	b.seen = busy
 	b.last = now
 	if b.forgiven {
-		b.forgiven = false
-		b.bytes, b.busy = max(b.bytes, 0), max(b.busy, 0)
+		b.forgiven = false // one read, what it owes still owed
 		return true
 	}
 	return b.bytes > 0 && b.busy > 0
 }
 
-// forgive lets the tap take the next read whatever it owes: the output
-// paused for tapPause.
+// forgive lets the tap take the next read whatever it owes (and it still
+// owes it: a writer that pauses often gets a read a pause, not the whole
+// share back): the output paused for tapPause.
 func (b *tapBudget) forgive() {
 	b.mu.Lock()
 	b.forgiven = true

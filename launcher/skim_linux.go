@@ -17,10 +17,11 @@ type skimmer struct {
 	rc      syscall.RawConn // the child's pipe
 	wfd     int             // the output's fd; -1: not a file, or splice refused
 	w       io.Writer
-	scratch []byte // for a destination splice cannot write to, or after a write error
-	spliced bool   // a splice to the output worked
-	waiting func() // a test's: called when skim is about to wait for the child
-	grown   bool   // growOutput was called
+	scratch []byte  // for a destination splice cannot write to, or after a write error
+	spliced bool    // a splice to the output worked
+	waiting func()  // a test's: called when skim is about to wait for the child
+	splicer Splicer // w, when it is one: splices run through its Spliced
+	grown   bool    // growOutput was called
 }
 
 // newSkimmer returns a skimmer for r (a pipe) and w, nil when r is not a
@@ -36,7 +37,12 @@ func newSkimmer(r *os.File, w io.Writer) *skimmer {
 		return nil
 	}
 	k := &skimmer{rc: rc, wfd: -1, w: w}
-	if f, ok := w.(*os.File); ok {
+	f, ok := w.(*os.File)
+	if sp, isSplicer := w.(Splicer); isSplicer {
+		f, ok = sp.SpliceFile(), true
+		k.splicer = sp
+	}
+	if ok && f != nil {
 		if wc, err := f.SyscallConn(); err == nil {
 			_ = wc.Control(func(fd uintptr) {
 				// Not into a regular file: splice(2) moves its offset
@@ -144,11 +150,22 @@ func pipeEnded(fd int) bool {
 // writing is false). An error is the output's, or errSkimRead's.
 func (k *skimmer) move(fd, want int, writing bool) (int, error) {
 	if writing && k.wfd >= 0 {
-		m, e := unix.Splice(fd, nil, k.wfd, nil, want, unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
+		var m int64
+		var e error
+		splice := func() int {
+			m0, e0 := unix.Splice(fd, nil, k.wfd, nil, want, unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
+			m, e = int64(m0), e0 // int64 or int, by architecture
+			return int(m)
+		}
+		if k.splicer != nil {
+			k.splicer.Spliced(splice)
+		} else {
+			splice()
+		}
 		switch {
 		case e == nil:
 			k.spliced = true
-			return int(m), nil // int64 or int, by architecture
+			return int(m), nil
 		case e == unix.EINTR:
 			return 0, nil
 		case e == unix.EAGAIN:

@@ -56,8 +56,9 @@ func TestTapBudget(t *testing.T) {
 		{"forgiven, it allows one read whatever is owed", []func(*tapBudget) bool{
 			func(b *tapBudget) bool { b.allows(t0, 0); b.spend(2 << 20); b.forgive(); return b.allows(t0, 0) },
 			func(b *tapBudget) bool { b.spend(1 << 10); return b.allows(t0, 0) },
-			func(b *tapBudget) bool { return b.allows(t0.Add(10*time.Millisecond), 0) },
-		}, []bool{true, false, true}},
+			func(b *tapBudget) bool { return b.allows(t0.Add(10*time.Millisecond), 0) }, // still owed
+			func(b *tapBudget) bool { return b.allows(t0.Add(3*time.Second), 0) },
+		}, []bool{true, false, false, true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := newTapBudget(1<<20, 1<<20) // 1 MiB a second, 1 MiB at once
@@ -68,6 +69,29 @@ func TestTapBudget(t *testing.T) {
 			assert.Equal(t, tc.want, got)
 		})
 	}
+}
+
+// testSplicer is a Splicer over a file: it counts the splices, and the
+// writes that came while one ran.
+type testSplicer struct {
+	f               *os.File
+	in              bool
+	spliced, during int
+}
+
+func (s *testSplicer) Write(p []byte) (int, error) {
+	if s.in {
+		s.during++
+	}
+	return s.f.Write(p)
+}
+func (s *testSplicer) SpliceFile() *os.File { return s.f }
+func (s *testSplicer) Spliced(splice func() int) {
+	s.in = true
+	if splice() > 0 {
+		s.spliced++
+	}
+	s.in = false
 }
 
 // lineSet is the set of data's lines.
@@ -113,6 +137,21 @@ func TestSkimRelaysEveryByte(t *testing.T) {
 			f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 			require.NoError(t, err)
 			return f, func() []byte { f.Close(); b, err := os.ReadFile(p); require.NoError(t, err); return b }
+		}, false},
+		{"a splicer over a pipe", func(t *testing.T) (io.Writer, func() []byte) {
+			r, w, err := os.Pipe()
+			require.NoError(t, err)
+			var got bytes.Buffer
+			done := make(chan struct{})
+			go func() { defer close(done); _, _ = io.Copy(&got, r); r.Close() }()
+			sp := &testSplicer{f: w}
+			return sp, func() []byte {
+				w.Close()
+				<-done
+				assert.Positive(t, sp.spliced, "the relay spliced through Spliced")
+				assert.Zero(t, sp.during, "no Write while a splice ran")
+				return got.Bytes()
+			}
 		}, false},
 		{"not a file", func(t *testing.T) (io.Writer, func() []byte) {
 			var b bytes.Buffer

@@ -326,6 +326,23 @@ func (g *lineGate) Write(b []byte) (int, error) {
 	return n, err
 }
 
+// SpliceFile and Spliced make the gate a launcher.Splicer: past the tap's
+// share of a burst the relay splices CMD's output into the file under the
+// gate, which holds its own lines back meanwhile (what was spliced may end
+// inside a line: the relay's next Write, which follows, says).
+func (g *lineGate) SpliceFile() *os.File {
+	f, _ := g.w.(*os.File)
+	return f
+}
+
+func (g *lineGate) Spliced(splice func() int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if splice() > 0 {
+		g.open = true
+	}
+}
+
 // emit writes line (without its newline) now or when CMD's line ends.
 func (g *lineGate) emit(line []byte) {
 	g.mu.Lock()
