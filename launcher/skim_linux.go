@@ -22,6 +22,7 @@ type skimmer struct {
 	waiting func()  // a test's: called when skim is about to wait for the child
 	splicer Splicer // w, when it is one: splices run through its Spliced
 	grown   bool    // growOutput was called
+	outPipe bool    // the output is a pipe (growOutput may enlarge it)
 }
 
 // newSkimmer returns a skimmer for r (a pipe) and w, nil when r is not a
@@ -55,6 +56,7 @@ func newSkimmer(r *os.File, w io.Writer) *skimmer {
 					case unix.S_IFIFO, unix.S_IFSOCK, unix.S_IFCHR:
 						k.wfd = int(fd)
 					}
+					k.outPipe = ost.Mode&unix.S_IFMT == unix.S_IFIFO
 				}
 			})
 		}
@@ -211,8 +213,7 @@ func (k *skimmer) growOutput() {
 		return
 	}
 	k.grown = true
-	var st unix.Stat_t
-	if unix.Fstat(k.wfd, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFIFO {
+	if k.outPipe {
 		if sz, err := unix.FcntlInt(uintptr(k.wfd), unix.F_GETPIPE_SZ, 0); err == nil && sz < childPipeSize {
 			_, _ = unix.FcntlInt(uintptr(k.wfd), unix.F_SETPIPE_SZ, childPipeSize)
 		}

@@ -94,6 +94,17 @@ func (s *testSplicer) Spliced(splice func() int) {
 	s.in = false
 }
 
+// pipeOut is a pipe for the relay's output, and what came out of it once
+// the relay has returned (received closes the pipe's write end).
+func pipeOut(t *testing.T) (*os.File, func() []byte) {
+	r, w, err := os.Pipe()
+	require.NoError(t, err)
+	var got bytes.Buffer
+	done := make(chan struct{})
+	go func() { defer close(done); _, _ = io.Copy(&got, r); r.Close() }()
+	return w, func() []byte { w.Close(); <-done; return got.Bytes() }
+}
+
 // lineSet is the set of data's lines.
 func lineSet(data []byte) map[string]bool {
 	m := map[string]bool{}
@@ -118,14 +129,7 @@ func TestSkimRelaysEveryByte(t *testing.T) {
 		open   func(t *testing.T) (io.Writer, func() []byte)
 		broken bool // the reader is gone: nothing is received, onErr is called
 	}{
-		{"pipe", func(t *testing.T) (io.Writer, func() []byte) {
-			r, w, err := os.Pipe()
-			require.NoError(t, err)
-			var got bytes.Buffer
-			done := make(chan struct{})
-			go func() { defer close(done); _, _ = io.Copy(&got, r); r.Close() }()
-			return w, func() []byte { w.Close(); <-done; return got.Bytes() }
-		}, false},
+		{"pipe", func(t *testing.T) (io.Writer, func() []byte) { return pipeOut(t) }, false},
 		{"file", func(t *testing.T) (io.Writer, func() []byte) {
 			p := filepath.Join(t.TempDir(), "out")
 			f, err := os.Create(p)
@@ -139,18 +143,13 @@ func TestSkimRelaysEveryByte(t *testing.T) {
 			return f, func() []byte { f.Close(); b, err := os.ReadFile(p); require.NoError(t, err); return b }
 		}, false},
 		{"a splicer over a pipe", func(t *testing.T) (io.Writer, func() []byte) {
-			r, w, err := os.Pipe()
-			require.NoError(t, err)
-			var got bytes.Buffer
-			done := make(chan struct{})
-			go func() { defer close(done); _, _ = io.Copy(&got, r); r.Close() }()
+			w, received := pipeOut(t)
 			sp := &testSplicer{f: w}
 			return sp, func() []byte {
-				w.Close()
-				<-done
+				b := received()
 				assert.Positive(t, sp.spliced, "the relay spliced through Spliced")
 				assert.Zero(t, sp.during, "no Write while a splice ran")
-				return got.Bytes()
+				return b
 			}
 		}, false},
 		{"not a file", func(t *testing.T) (io.Writer, func() []byte) {
@@ -181,14 +180,7 @@ func TestSkimRelaysEveryByte(t *testing.T) {
 				out, received := tc.open(t)
 				r, w, err := os.Pipe()
 				require.NoError(t, err)
-				go func() {
-					defer w.Close()
-					for p := data; len(p) > 0; p = p[min(len(p), relayBufSize):] {
-						if _, err := w.Write(p[:min(len(p), relayBufSize)]); err != nil {
-							return
-						}
-					}
-				}()
+				go func() { defer w.Close(); writeChunks(w, data, relayBufSize) }()
 				var errs []error
 				relayNotify(r, out, Stdout, tp, func(_ Stream, err error) { errs = append(errs, err) })
 				st := tp.close()
@@ -239,12 +231,7 @@ func TestSkimSeesTheEnd(t *testing.T) {
 	tp.budget = newTapBudget(1, 0) // everything is skimmed
 	r, w, err := os.Pipe()
 	require.NoError(t, err)
-	go func() {
-		defer w.Close()
-		for p := data; len(p) > 0; p = p[min(len(p), relayBufSize):] {
-			_, _ = w.Write(p[:min(len(p), relayBufSize)])
-		}
-	}()
+	go func() { defer w.Close(); writeChunks(w, data, relayBufSize) }()
 	done := make(chan struct{})
 	go func() { defer close(done); relay(r, ow, Stdout, tp) }()
 	select {
@@ -304,9 +291,7 @@ func TestSkimLeavesWhatFollowsAPause(t *testing.T) {
 				}
 			}
 			go func() {
-				for p := data; len(p) > 0; p = p[min(len(p), relayBufSize):] {
-					_, _ = w.Write(p[:min(len(p), relayBufSize)])
-				}
+				writeChunks(w, data, relayBufSize)
 				if !tc.paused {
 					_, _ = w.Write([]byte(tc.after))
 					w.Close()

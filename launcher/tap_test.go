@@ -5,6 +5,7 @@ package launcher
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"runtime"
 	"strings"
@@ -56,17 +57,20 @@ func relayBurst(t *testing.T, data []byte, chunk int, out *countWriter, tp *tap)
 	t.Helper()
 	r, w, err := os.Pipe()
 	require.NoError(t, err)
-	go func() {
-		defer w.Close()
-		for p := data; len(p) > 0; {
-			k := min(chunk, len(p))
-			if _, err := w.Write(p[:k]); err != nil {
-				return
-			}
-			p = p[k:]
-		}
-	}()
+	go func() { defer w.Close(); writeChunks(w, data, chunk) }()
 	relay(r, out, Stdout, tp)
+}
+
+// writeChunks writes data to w chunk bytes at a time, as a child would,
+// until it is all written or a write fails.
+func writeChunks(w io.Writer, data []byte, chunk int) {
+	for p := data; len(p) > 0; {
+		k := min(chunk, len(p))
+		if _, err := w.Write(p[:k]); err != nil {
+			return
+		}
+		p = p[k:]
+	}
 }
 
 // TestTapKeepsEveryWarnLineOfABurst: the tap's consumer stalls on the
