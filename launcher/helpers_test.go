@@ -350,4 +350,4 @@ func isEPERM(err error) bool { return errors.Is(err, unix.EPERM) }
 
 // relay is relayNotify without a write-error callback, for the tests and
 // benchmarks of the relay and the tap.
-func relay(r *os.File, w io.Writer, s Stream, t *tap) { relayNotify(r, w, s, t, nil) }
+func relay(r *os.File, w io.Writer, s Stream, t *tap) { relayNotify(r, w, s, t, nil, nil) }

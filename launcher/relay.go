@@ -177,8 +177,9 @@ const tapPressure = 10 * time.Millisecond
 // error (EPIPE: the reader of ncclrun's output went away) stops the writing
 // but not the reading: the child's output is drained and discarded (the
 // tap still gets it), so the child never blocks on a full pipe nor dies of
-// SIGPIPE, and runs to its end.
-func relayNotify(r *os.File, w io.Writer, s Stream, t *tap, onErr func(Stream, error)) {
+// SIGPIPE, and runs to its end. Nothing read is written or offered before
+// gate (when not nil) is closed.
+func relayNotify(r *os.File, w io.Writer, s Stream, t *tap, onErr func(Stream, error), gate <-chan struct{}) {
 	defer r.Close()
 	var ts *tapStream
 	var plain []byte
@@ -231,6 +232,10 @@ func relayNotify(r *os.File, w io.Writer, s Stream, t *tap, onErr func(Stream, e
 			t.budget.spend(n)
 		}
 		if n > 0 {
+			if gate != nil {
+				<-gate
+				gate = nil
+			}
 			if writing {
 				if _, werr := w.Write(buf[:n]); werr != nil {
 					writing = false

@@ -171,8 +171,9 @@ func (s *supervisor) run(l *launch) (Result, error) {
 		}
 	}
 
-	// Catch signals before the child exists, so none is missed (enabled
-	// once for the process, never stopped: see caught).
+	// Catch signals before the child exists, so none that would end
+	// ncclrun is missed (enabled once for the process, never stopped; the
+	// others follow while CMD starts: see caught).
 	waitSignals()
 	s.termCh, s.sigCh, s.chldCh = caught.term, caught.ch, caught.chld
 	for len(s.sigCh) > 0 {
@@ -231,15 +232,21 @@ func (s *supervisor) run(l *launch) (Result, error) {
 		if i == 1 {
 			w, st = s.cfg.Stderr, Stderr
 		}
-		go func() { defer wg.Done(); relayNotify(r, w, st, t, s.cfg.OnOutputError) }()
+		// Nothing CMD prints is passed on before every signal is caught
+		// (caught): a signal sent in answer to it is forwarded.
+		go func() { defer wg.Done(); relayNotify(r, w, st, t, s.cfg.OnOutputError, caught.all) }()
 	}
 	relaysDone := make(chan struct{})
 	go func() { wg.Wait(); close(relaysDone) }()
 
 	// Until the main child exits: reap, forward, kill on time.
 	s.reap()
+	all := caught.all
 	for s.status == nil {
 		select {
+		case <-all:
+			all = nil
+			s.reap() // SIGCHLD is caught from now on; CMD may have exited before
 		case <-s.chldCh:
 			s.reap()
 		case sig := <-s.termCh:

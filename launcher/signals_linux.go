@@ -33,35 +33,54 @@ func terminating(s unix.Signal) bool {
 
 // caught is ncclrun's one signal set-up, made once by CatchSignals and
 // never undone: every enable or disable of a signal is a round trip to the
-// Go runtime's signal-mask thread, and 20 enables plus as many disables on
-// the way out were ~1.4 ms of every start. Signals that arrive when no Run
-// is supervising wait in the channels and are not acted on, so they do
-// not kill ncclrun: the terminating ones are for cmd/ncclrun to see
-// (Terminating), Run drops the others before it starts CMD. A signal that
-// was ignored when ncclrun started is not caught (notifiable): it stays
-// ignored, for ncclrun and for CMD.
+// Go runtime's signal-mask thread (two thread hand-offs, 15-50 us each on
+// a 2-core VM), and 20 enables plus as many disables on the way out were
+// ~1.4 ms of every start. Signals that arrive when no Run is supervising
+// wait in the channels and are not acted on, so they do not kill ncclrun:
+// the terminating ones are for cmd/ncclrun to see (Terminating), Run drops
+// the others before it starts CMD. A signal that was ignored when ncclrun
+// started is not caught (notifiable): it stays ignored, for ncclrun and
+// for CMD.
+//
+// The signals are enabled in two steps (docs/performance.md). First the
+// terminating ones (SIGTERM, SIGINT, SIGHUP, SIGQUIT), which would kill
+// ncclrun while not caught and which, during preflight, mean "do not
+// start": Run starts CMD only once they are (ready). Then SIGCHLD and the
+// others, while CMD starts (all). Until then the Go runtime drops SIGCHLD
+// and most of them (TestLateSignalsHarmless), so Run reaps once more when
+// they are enabled, and the relays pass on nothing of CMD's output before
+// that: whoever signals CMD in answer to what it printed has the signal
+// forwarded. The exceptions are SIGSTKFLT, which would crash ncclrun, and
+// the terminal stop signals, which stop ncclrun alone in that window, as
+// they would any program that does not catch them.
 var caught struct {
 	once  sync.Once
-	ready chan struct{}  // closed when every signal is enabled
+	ready chan struct{}  // closed when the terminating signals are enabled
+	all   chan struct{}  // closed when every signal is enabled, SIGCHLD included
 	term  chan os.Signal // SIGTERM, SIGINT, SIGHUP, SIGQUIT
 	ch    chan os.Signal // the other forwarded signals
 	chld  chan os.Signal // SIGCHLD apart, so a flood of others cannot crowd it out
+	// between, when set (tests), runs after ready is closed and before
+	// the other signals are enabled.
+	between func()
 }
 
 // CatchSignals starts catching, until ncclrun exits, the signals Run
 // forwards and SIGCHLD. It returns at once: the signals are enabled on a
-// goroutine, overlapping whatever the caller does next (preflight), and
-// Run and Terminating wait until they are. Call it first thing in a
-// command that will call Run; Run calls it too. Calling it again does
-// nothing.
+// goroutine, overlapping whatever the caller does next (parsing flags,
+// preflight), and Run and Terminating wait until the terminating ones are. Call
+// it first thing in a command that will call Run; Run calls it too.
+// Calling it again does nothing.
 func CatchSignals() {
 	caught.once.Do(func() {
 		caught.ready = make(chan struct{})
+		caught.all = make(chan struct{})
 		caught.term = make(chan os.Signal, 16)
 		caught.ch = make(chan os.Signal, 128)
 		caught.chld = make(chan os.Signal, 1)
+		between := caught.between
 		go func() {
-			defer close(caught.ready)
+			defer close(caught.all)
 			var term, other []os.Signal
 			for _, s := range notifiable(forwarded) {
 				if terminating(s.(unix.Signal)) {
@@ -70,14 +89,27 @@ func CatchSignals() {
 					other = append(other, s)
 				}
 			}
-			signal.Notify(caught.term, term...)
-			signal.Notify(caught.ch, other...)
+			notify(caught.term, term)
+			close(caught.ready)
+			if between != nil {
+				between()
+			}
 			signal.Notify(caught.chld, unix.SIGCHLD)
+			notify(caught.ch, other)
 		}()
 	})
 }
 
-// waitSignals is CatchSignals that returns once the signals are enabled.
+// notify is signal.Notify of sigs, which given none would catch every
+// signal.
+func notify(c chan<- os.Signal, sigs []os.Signal) {
+	if len(sigs) > 0 {
+		signal.Notify(c, sigs...)
+	}
+}
+
+// waitSignals is CatchSignals that returns once the terminating signals
+// are enabled.
 func waitSignals() {
 	CatchSignals()
 	<-caught.ready

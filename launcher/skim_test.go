@@ -182,7 +182,7 @@ func TestSkimRelaysEveryByte(t *testing.T) {
 				require.NoError(t, err)
 				go func() { defer w.Close(); writeChunks(w, data, relayBufSize) }()
 				var errs []error
-				relayNotify(r, out, Stdout, tp, func(_ Stream, err error) { errs = append(errs, err) })
+				relayNotify(r, out, Stdout, tp, func(_ Stream, err error) { errs = append(errs, err) }, nil)
 				st := tp.close()
 				b := received()
 				if tc.broken {

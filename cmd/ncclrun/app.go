@@ -325,7 +325,14 @@ func probeFlags() []cli.Flag {
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	e := &env{stdin: stdin, stdout: stdout, stderr: stderr, environ: launcher.Environ()}
 	args = normalize(args)
-	app := buildApp(e, flagsFor(args))
+	only := flagsFor(args)
+	if only == "run" {
+		// Enabling the signals takes a few hundred microseconds of
+		// round trips to the runtime's signal thread; started now, they
+		// overlap the parsing of the flags as well as the preflight.
+		launcher.CatchSignals()
+	}
+	app := buildApp(e, only)
 	cacheFlagNames(app)
 	err := app.RunContext(context.Background(), args)
 	return exitStatus(err, stderr)

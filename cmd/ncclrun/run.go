@@ -97,8 +97,10 @@ func cmdRun(c *cli.Context, e *env) (err error) {
 	// the summary and report are written after CMD exited) must not kill
 	// ncclrun: before the start it means "do not start", after the exit the
 	// status stays CMD's. During Run the launcher forwards it to CMD. The
-	// signals are enabled once, here, on a goroutine that overlaps the
-	// preflight, and never disabled (docs/performance.md).
+	// signals are enabled once, on a goroutine that run (app.go) starts
+	// before the flags are parsed and that overlaps the preflight, and
+	// never disabled (docs/performance.md); this call is for a cmdRun that
+	// run did not start.
 	launcher.CatchSignals()
 
 	j, err := runSettings(c)
