@@ -72,16 +72,18 @@ func globalFlags() []cli.Flag {
 	}
 }
 
-// argWords are what normalize needs to know of the definitions: which
-// global flag names take a value and which do not (help included), and the
-// words that select a subcommand. They are derived from globalFlags and
-// newApp's commands, once, so a new flag or command cannot be forgotten.
-type argWords struct {
-	value, boolean, commands map[string]bool
+// flagWords are what normalize needs to know of the global flags: which
+// names take a value and which do not (help included); commandWords are
+// the words that select a subcommand. They are derived from globalFlags
+// and buildApp's commands, each once and only when asked, so a new flag or
+// command cannot be forgotten, and `ncclrun run -- CMD` or `ncclrun --
+// CMD`, which name no global flag, do not build the flags to learn it.
+type flagKinds struct {
+	value, boolean map[string]bool
 }
 
-var words = sync.OnceValue(func() argWords {
-	w := argWords{value: map[string]bool{}, boolean: map[string]bool{}, commands: map[string]bool{}}
+var flagWords = sync.OnceValue(func() flagKinds {
+	w := flagKinds{value: map[string]bool{}, boolean: map[string]bool{}}
 	for _, f := range cachedNames(append(globalFlags(), cli.HelpFlag)) {
 		kind := w.value
 		if _, ok := f.(*cachedBool); ok {
@@ -91,12 +93,17 @@ var words = sync.OnceValue(func() argWords {
 			kind[n] = true
 		}
 	}
+	return w
+})
+
+var commandWords = sync.OnceValue(func() map[string]bool {
+	w := map[string]bool{}
 	for _, c := range buildApp(&env{}, noCommand).Commands {
 		for _, n := range c.Names() {
-			w.commands[n] = true
+			w[n] = true
 		}
 	}
-	w.commands["help"] = true // urfave adds its help command when the app runs
+	w["help"] = true // urfave adds its help command when the app runs
 	return w
 })
 
@@ -121,7 +128,6 @@ func normalize(args []string) []string {
 		r = append(r, globals...)
 		return append(r, tail...)
 	}
-	w := words()
 	help := false
 	i := 0
 	for i < len(rest) {
@@ -134,13 +140,13 @@ func normalize(args []string) []string {
 		}
 		name, _, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
 		switch {
-		case w.value[name]:
+		case flagWords().value[name]:
 			if hasValue {
 				i++
 			} else {
 				i += 2
 			}
-		case w.boolean[name]:
+		case flagWords().boolean[name]:
 			help = help || name == "help" || name == "h"
 			i++
 		default:
@@ -155,7 +161,7 @@ func normalize(args []string) []string {
 		return out("run", nil, rest)
 	}
 	word := rest[i]
-	if !w.commands[word] {
+	if !commandWords()[word] {
 		return out("run", rest[:i], rest[i:])
 	}
 	if word == "fake-nccl" {
@@ -185,7 +191,7 @@ const noCommand = "\x00"
 // ones for the app's own help) when they select none or `help`, which
 // shows any command's.
 func flagsFor(args []string) string {
-	if len(args) < 2 || args[1] == "help" || !words().commands[args[1]] {
+	if len(args) < 2 || args[1] == "help" || !commandWords()[args[1]] {
 		return ""
 	}
 	return args[1]
