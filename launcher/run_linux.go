@@ -245,8 +245,13 @@ func (s *supervisor) run(l *launch) (Result, error) {
 	for s.status == nil {
 		select {
 		case <-all:
+			// SIGCHLD and SIGWINCH are caught from now on: CMD may have
+			// exited, or the terminal changed size, before.
 			all = nil
-			s.reap() // SIGCHLD is caught from now on; CMD may have exited before
+			s.reap()
+			for _, p := range s.ptys {
+				p.resize()
+			}
 		case <-s.chldCh:
 			s.reap()
 		case sig := <-s.termCh:
