@@ -44,9 +44,9 @@ const (
 )
 
 // tapReserve more chunks of kept lines (tapKeptSize each) may wait beyond
-// tapQueueLen: with the relay's own buffer, ~0.5 MiB of lines that are not
-// noise (~3700 WARN lines, what a burst with 1 % of them carries in
-// 37 MiB) for a tap that gets no CPU for a while. Only past that are such
+// tapQueueLen: with the relay's own buffer, ~0.75 MiB of lines that are
+// not noise (~5500 WARN lines, what a burst with 1 % of them carries in
+// 55 MiB) for a tap that gets no CPU for a while. Only past that are such
 // lines lost (counted). It was 16 chunks: a tap behind a burst of WARN
 // lines of a million processes (with the matcher's bounded state full)
 // then took ncclrun over its 16 MiB; the mixed bursts of make bench lose
@@ -54,12 +54,17 @@ const (
 const tapReserve = 8
 
 // tapKeptSize is the size of a buffer of kept lines or of a small read's
-// lines (a read of relayBufSize or less). It was 128 KiB: behind the WARN
-// burst of a million processes the queue then held ~3.5 MiB of them, and
-// ncclrun peaked at 15.3-16.4 MiB; with 64 KiB 14.6-15.1 MiB, and the pure
-// WARN burst at pipe speed loses as many lines (median ~26000 of 473000
-// in 8 runs each; docs/performance.md, "Eighth pass").
-const tapKeptSize = 64 << 10
+// lines (a read of relayBufSize or less); a line cut to MaxLine and its
+// newline must fit in one (a review found a 64 KiB buffer lost such a line
+// and the rest of its read). It was 128 KiB: behind the WARN burst of a
+// million processes the queue then held ~3.5 MiB of them, and ncclrun
+// peaked at 15.3-16.4 MiB; with 96 KiB it peaks lower, and the pure WARN
+// burst at pipe speed loses as many lines (docs/performance.md, "Eighth
+// pass").
+const tapKeptSize = 96 << 10
+
+// A kept line is at most MaxLine bytes and its newline.
+const _ = uint(tapKeptSize - MaxLine - 1)
 
 // The final drain is bounded: once the child's output has ended, noise
 // is shed at once and OnLine gets the kept lines still queued for at most
@@ -205,6 +210,10 @@ func relayNotify(r *os.File, w io.Writer, s Stream, t *tap, onErr func(Stream, e
 		if sk != nil && !tail && !t.budget.allows(time.Now(), t.busy.Load()) {
 			// Past the tap's share of a burst: move what is there
 			// without it, but its end.
+			if gate != nil {
+				<-gate
+				gate = nil
+			}
 			n, waited, werr, err := sk.skim(writing)
 			if n > 0 {
 				ts.gap(n)

@@ -126,6 +126,40 @@ func TestTapKeepsEveryWarnLineOfABurst(t *testing.T) {
 	}
 }
 
+// TestTapKeepsALongLineWhileBehind: a line that is not noise, up to
+// MaxLine long or cut to it, is kept while the queue is full, and so is
+// the line after it (a review found a kept buffer of MaxLine bytes lost
+// both: the cut line and its newline did not fit in an empty one).
+func TestTapKeepsALongLineWhileBehind(t *testing.T) {
+	for _, n := range []int{50_000, MaxLine - 1, MaxLine, 70_000} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			head, _ := burst(200_000, 1_000_000) // INFO lines only
+			long := append(bytes.Repeat([]byte("x"), n), '\n')
+			warn := []byte("gpu-node-01:31010:31107 [2] misc/socket.cc:50 NCCL WARN after the long line\n")
+			data := append(append(append(head, long...), warn...), head...)
+			out := &countWriter{want: len(data), full: make(chan struct{})}
+			var once sync.Once
+			var got [][]byte
+			onLine := func(_ Stream, line []byte) {
+				once.Do(func() { <-out.full })
+				if !infoNoise(line) {
+					got = append(got, bytes.Clone(line))
+				}
+			}
+			tp := newTap(onLine, infoNoise, nil, nil)
+			tp.drainTime = time.Hour
+			tp.budget = nil
+			relayBurst(t, data, relayBufSize, out, tp)
+			st := tp.close()
+			require.Equal(t, len(data), out.n)
+			assert.Zero(t, st.Lost, "%+v", st)
+			require.Len(t, got, 2, "the long line and the WARN line after it")
+			assert.Len(t, got[0], min(n, MaxLine), "the long line, cut to MaxLine")
+			assert.Equal(t, string(warn[:len(warn)-1]), string(got[1]))
+		})
+	}
+}
+
 // TestTapKeepsEverythingWhenOnLineKeepsUp: without pressure nothing is
 // shed, noise included, and a last line without a newline is delivered.
 func TestTapKeepsEverythingWhenOnLineKeepsUp(t *testing.T) {
