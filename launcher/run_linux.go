@@ -73,8 +73,9 @@ type supervisor struct {
 	pid      int // the main child
 
 	termCh, sigCh, chldCh chan os.Signal
-	toClose               []*os.File // ncclrun's copies of the child's ends, closed after the fork
-	readers               []*os.File // what the relays read
+	all                   <-chan struct{} // caught.all until it closed, then nil
+	toClose               []*os.File      // ncclrun's copies of the child's ends, closed after the fork
+	readers               []*os.File      // what the relays read
 	ptys                  []*ptyPair
 	stdinW                *os.File
 
@@ -241,17 +242,11 @@ func (s *supervisor) run(l *launch) (Result, error) {
 
 	// Until the main child exits: reap, forward, kill on time.
 	s.reap()
-	all := caught.all
+	s.all = caught.all
 	for s.status == nil {
 		select {
-		case <-all:
-			// SIGCHLD and SIGWINCH are caught from now on: CMD may have
-			// exited, or the terminal changed size, before.
-			all = nil
-			s.reap()
-			for _, p := range s.ptys {
-				p.resize()
-			}
+		case <-s.all:
+			s.caughtAll()
 		case <-s.chldCh:
 			s.reap()
 		case sig := <-s.termCh:
@@ -269,6 +264,8 @@ func (s *supervisor) run(l *launch) (Result, error) {
 		select {
 		case <-relaysDone:
 			done = true
+		case <-s.all:
+			s.caughtAll()
 		case <-s.chldCh:
 			s.reap()
 		case sig := <-s.termCh:
@@ -290,6 +287,17 @@ func (s *supervisor) run(l *launch) (Result, error) {
 		res.TapDropped, res.TapShed, res.TapLost, res.TapUnread = st.Dropped, st.Shed, st.Lost, st.Unread
 	}
 	return res, nil
+}
+
+// caughtAll is what follows the late signals' enabling (caught.all):
+// SIGCHLD and SIGWINCH are caught from now on, and CMD or a descendant
+// may have exited, or the terminal changed size, before.
+func (s *supervisor) caughtAll() {
+	s.all = nil
+	s.reap()
+	for _, p := range s.ptys {
+		p.resize()
+	}
 }
 
 // reap collects every child that has exited; the main child's status is
@@ -444,6 +452,8 @@ func (s *supervisor) finishTree() {
 			return
 		}
 		select {
+		case <-s.all:
+			s.caughtAll()
 		case <-s.chldCh:
 		case sig := <-s.termCh:
 			s.handleAfterExit(sig.(syscall.Signal))

@@ -105,7 +105,11 @@ func (w *signalOnReady) Write(p []byte) (int, error) {
 	w.b.Write(p)
 	if strings.Contains(w.b.String(), "ready ") {
 		w.once.Do(func() {
-			_ = unix.Kill(os.Getpid(), unix.SIGUSR1)
+			// To this thread, so that the runtime has handled (or
+			// dropped) it before between is let go.
+			runtime.LockOSThread()
+			_ = unix.Tgkill(os.Getpid(), unix.Gettid(), unix.SIGUSR1)
+			runtime.UnlockOSThread()
 			close(w.seen)
 		})
 	}
