@@ -116,12 +116,15 @@ func cmdRun(c *cli.Context, e *env) (err error) {
 	}
 	p := planChild(e, j, rep)
 	defer p.cleanup()
+	term := launcher.Terminating()
 	if j.s.noWatch {
+		if err := notSignalled(e, j, term); err != nil {
+			return err
+		}
 		err := launcher.Exec(p.cfg) // returns only on failure
 		return &startError{cmd: j.path, err: err}
 	}
 	w := newWatch(e, rep, j.s)
-	term := launcher.Terminating()
 	res, err := supervise(e, j, p, w, term)
 	if err != nil {
 		return err
@@ -342,11 +345,8 @@ func supervise(e *env, j runJob, p childPlan, w *watch, term <-chan os.Signal) (
 		}
 		fprintf(e.stderr, "ncclrun: warning: cannot write CMD's %s (%v); CMD keeps running and its %s is discarded\n", name, err, name)
 	}
-	select {
-	case sig := <-term:
-		fprintf(e.stderr, "ncclrun: %s received before %s started; not starting it\n", unix.SignalName(sig.(syscall.Signal)), j.path)
-		return launcher.Result{}, exitWith(128 + int(sig.(syscall.Signal)))
-	default:
+	if err := notSignalled(e, j, term); err != nil {
+		return launcher.Result{}, err
 	}
 	w.started = time.Now().Add(-time.Second) // file times have coarse granularity
 	if p.probe != nil {
@@ -357,6 +357,19 @@ func supervise(e *env, j runJob, p childPlan, w *watch, term <-chan os.Signal) (
 		return res, &startError{cmd: j.path, err: err}
 	}
 	return res, nil
+}
+
+// notSignalled is nil unless a terminating signal came before CMD was
+// started (during preflight): then CMD is not started, with or without
+// --no-watch, and ncclrun exits 128+N.
+func notSignalled(e *env, j runJob, term <-chan os.Signal) error {
+	select {
+	case sig := <-term:
+		fprintf(e.stderr, "ncclrun: %s received before %s started; not starting it\n", unix.SignalName(sig.(syscall.Signal)), j.path)
+		return exitWith(128 + int(sig.(syscall.Signal)))
+	default:
+		return nil
+	}
 }
 
 // outcome is what run collected once CMD exited.
