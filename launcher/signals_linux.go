@@ -3,6 +3,7 @@ package launcher
 import (
 	"os"
 	"os/signal"
+	"sort"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -95,9 +96,25 @@ func CatchSignals() {
 				between()
 			}
 			signal.Notify(caught.chld, unix.SIGCHLD)
+			// Job control and the user signals first: the window in which
+			// they are not caught yet is the shortest for them.
+			sort.SliceStable(other, func(i, j int) bool { return lateRank(other[i]) < lateRank(other[j]) })
 			notify(caught.ch, other)
 		}()
 	})
+}
+
+// lateRank orders the signals enabled after CMD started: the terminal
+// stop signals and SIGCONT (a ^Z must stop CMD too), then SIGUSR1 and
+// SIGUSR2 (what a job is most often sent), then the others.
+func lateRank(s os.Signal) int {
+	switch s {
+	case unix.SIGTSTP, unix.SIGTTIN, unix.SIGTTOU, unix.SIGCONT:
+		return 0
+	case unix.SIGUSR1, unix.SIGUSR2:
+		return 1
+	}
+	return 2
 }
 
 // notify is signal.Notify of sigs, which given none would catch every

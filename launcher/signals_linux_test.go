@@ -188,3 +188,18 @@ func TestRunReapsAnExitBeforeSIGCHLDIsCaught(t *testing.T) {
 	require.NoError(t, err, "%s", out)
 	assert.Equal(t, "exit 7\n", string(out))
 }
+
+// The late signals a job is most often sent are enabled first: job
+// control, then the user signals.
+func TestLateSignalsOrder(t *testing.T) {
+	for _, tc := range []struct {
+		sig  os.Signal
+		rank int
+	}{
+		{unix.SIGTSTP, 0}, {unix.SIGTTIN, 0}, {unix.SIGTTOU, 0}, {unix.SIGCONT, 0},
+		{unix.SIGUSR1, 1}, {unix.SIGUSR2, 1},
+		{unix.SIGWINCH, 2}, {unix.SIGALRM, 2}, {unix.SIGPWR, 2}, {unix.SIGSTKFLT, 2},
+	} {
+		assert.Equal(t, tc.rank, lateRank(tc.sig), "%v", tc.sig)
+	}
+}
