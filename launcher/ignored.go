@@ -11,15 +11,18 @@ import (
 // both make ncclrun forward it and, because exec resets a caught signal to
 // its default action but keeps an ignored one ignored, give CMD the
 // default action where it would have inherited SIG_IGN (the shell and
-// tini behave so). The Go runtime keeps an inherited SIG_IGN only for
-// SIGHUP and SIGINT (it installs its own handler for the others before
-// main runs), so only those two can be seen here; signal.Ignored reports
-// them until someone calls signal.Notify for them, which is why every
-// Notify of ncclrun's goes through this filter.
+// tini behave so). The Go runtime keeps an inherited SIG_IGN for SIGHUP
+// and SIGINT, which signal.Ignored reports until someone calls
+// signal.Notify for them, and leaves alone the signals it does not handle
+// unless asked (SIGCONT, SIGTSTP, SIGTTIN, SIGTTOU), which signal.Ignored
+// does not report: inheritedIgnore asks the kernel (a review found an
+// ignored SIGTSTP caught and CMD given the default). It installs its own
+// handler for the others before main runs. Every Notify of ncclrun's goes
+// through this filter.
 func notifiable(sigs []os.Signal) []os.Signal {
 	out := make([]os.Signal, 0, len(sigs))
 	for _, s := range sigs {
-		if !signal.Ignored(s) {
+		if !signal.Ignored(s) && !inheritedIgnore(s) {
 			out = append(out, s)
 		}
 	}
