@@ -204,16 +204,19 @@ func relayNotify(r *os.File, w io.Writer, s Stream, t *tap, onErr func(Stream, e
 			sk.waiting = t.skimWaiting
 		}
 	}
+	passGate := func() { // before the first byte is passed on
+		if gate != nil {
+			<-gate
+			gate = nil
+		}
+	}
 	writing := true
 	tail := false // a skim left the end of what it skimmed to the next read
 	for {
 		if sk != nil && !tail && !t.budget.allows(time.Now(), t.busy.Load()) {
 			// Past the tap's share of a burst: move what is there
 			// without it, but its end.
-			if gate != nil {
-				<-gate
-				gate = nil
-			}
+			passGate()
 			n, waited, werr, err := sk.skim(writing)
 			if n > 0 {
 				ts.gap(n)
@@ -245,10 +248,7 @@ func relayNotify(r *os.File, w io.Writer, s Stream, t *tap, onErr func(Stream, e
 			t.budget.spend(n)
 		}
 		if n > 0 {
-			if gate != nil {
-				<-gate
-				gate = nil
-			}
+			passGate()
 			if writing {
 				if _, werr := w.Write(buf[:n]); werr != nil {
 					writing = false
