@@ -3,6 +3,7 @@
 package launcher
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -316,6 +317,17 @@ func helperCmd(name string, args ...string) *exec.Cmd {
 	c := exec.Command(self, args...)
 	c.Env = append(os.Environ(), helperEnv+"="+name)
 	c.Stdout, c.Stderr = os.Stdout, os.Stderr
+	return c
+}
+
+// helperRun is helperCmd for a test that reads the helper's output (not
+// passed to the test's own) and kills it if it runs past limit.
+func helperRun(t *testing.T, limit time.Duration, name string, args ...string) *exec.Cmd {
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	t.Cleanup(cancel)
+	self, _ := os.Executable()
+	c := exec.CommandContext(ctx, self, args...)
+	c.Env = append(os.Environ(), helperEnv+"="+name)
 	return c
 }
 

@@ -4,11 +4,9 @@ package launcher
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"os/signal"
 	"runtime"
 	"strconv"
@@ -147,10 +145,8 @@ func TestLateSignalsHarmless(t *testing.T) {
 			for _, s := range tt.sigs {
 				args = append(args, strconv.Itoa(int(s)))
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			c := exec.CommandContext(ctx, os.Args[0], args...)
-			c.Env = append(os.Environ(), helperEnv+"=raise", "GOTRACEBACK=none")
+			c := helperRun(t, 10*time.Second, "raise", args...)
+			c.Env = append(c.Env, "GOTRACEBACK=none")
 			var out bytes.Buffer
 			c.Stdout = &out
 			err := c.Run()
@@ -169,22 +165,14 @@ func TestLateSignalsHarmless(t *testing.T) {
 // forwarded, however late the signals other than the terminating ones are
 // enabled: the relay passes nothing on before they are.
 func TestRunRelaysAfterEverySignalIsCaught(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	c := exec.CommandContext(ctx, os.Args[0])
-	c.Env = append(os.Environ(), helperEnv+"=gated-run")
-	out, err := c.Output()
+	out, err := helperRun(t, 20*time.Second, "gated-run").Output()
 	require.NoError(t, err, "CMD did not get the forwarded SIGUSR1: %s", out)
 	assert.Regexp(t, `^ready \d+\ngot USR1\n$`, string(out))
 }
 
 // CMD's exit before SIGCHLD is caught is not missed.
 func TestRunReapsAnExitBeforeSIGCHLDIsCaught(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	c := exec.CommandContext(ctx, os.Args[0])
-	c.Env = append(os.Environ(), helperEnv+"=gated-exit")
-	out, err := c.Output()
+	out, err := helperRun(t, 20*time.Second, "gated-exit").Output()
 	require.NoError(t, err, "%s", out)
 	assert.Equal(t, "exit 7\n", string(out))
 }
