@@ -25,6 +25,3 @@ func CatchSignals() {}
 
 // Terminating is a channel that never delivers outside Linux.
 func Terminating() <-chan os.Signal { return nil }
-
-// inheritedIgnore: only Linux is asked; elsewhere signal.Ignored decides.
-func inheritedIgnore(os.Signal) bool { return false }
