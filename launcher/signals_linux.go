@@ -46,17 +46,17 @@ func terminating(s unix.Signal) bool {
 // The signals are enabled in two steps (docs/performance.md). First the
 // terminating ones (SIGTERM, SIGINT, SIGHUP, SIGQUIT), which would kill
 // ncclrun while not caught and which, during preflight, mean "do not
-// start": Run starts CMD only once they are (ready). Then SIGCHLD and the
+// start", and job control (jobControl): Run starts CMD only once they are
+// (ready). Then SIGCHLD and the
 // others, while CMD starts (all). Until then the Go runtime drops SIGCHLD
 // and most of them (TestLateSignalsHarmless), so Run reaps once more when
 // they are enabled, and the relays pass on nothing of CMD's output before
 // that: whoever signals CMD in answer to what it printed has the signal
-// forwarded. The exceptions are SIGSTKFLT, which would crash ncclrun, and
-// the terminal stop signals, which stop ncclrun alone in that window, as
-// they would any program that does not catch them.
+// forwarded. The exception is SIGSTKFLT, which would crash ncclrun in that
+// window (nothing sends it).
 var caught struct {
 	once  sync.Once
-	ready chan struct{}  // closed when the terminating signals are enabled
+	ready chan struct{}  // closed when the terminating and job-control signals are enabled
 	all   chan struct{}  // closed when every signal is enabled, SIGCHLD included
 	term  chan os.Signal // SIGTERM, SIGINT, SIGHUP, SIGQUIT
 	ch    chan os.Signal // the other forwarded signals
@@ -83,38 +83,53 @@ func CatchSignals() {
 		go func() {
 			defer close(caught.all)
 			var term, other []os.Signal
+			var control []os.Signal
 			for _, s := range notifiable(forwarded) {
-				if terminating(s.(unix.Signal)) {
+				switch {
+				case terminating(s.(unix.Signal)):
 					term = append(term, s)
-				} else {
+				case jobControl(s):
+					control = append(control, s)
+				default:
 					other = append(other, s)
 				}
 			}
 			notify(caught.term, term)
+			notify(caught.ch, control)
 			close(caught.ready)
 			if between != nil {
 				between()
 			}
 			signal.Notify(caught.chld, unix.SIGCHLD)
-			// Job control and the user signals first: the window in which
-			// they are not caught yet is the shortest for them.
+			// The user signals first: the window in which they are not
+			// caught yet is the shortest for them.
 			sort.SliceStable(other, func(i, j int) bool { return lateRank(other[i]) < lateRank(other[j]) })
 			notify(caught.ch, other)
 		}()
 	})
 }
 
-// lateRank orders the signals enabled after CMD started: the terminal
-// stop signals and SIGCONT (a ^Z must stop CMD too), then SIGUSR1 and
-// SIGUSR2 (what a job is most often sent), then the others.
-func lateRank(s os.Signal) int {
+// jobControl reports whether s is a terminal stop signal or SIGCONT.
+// They are caught before CMD starts too: one that came after the fork and
+// before it was caught would stop ncclrun and not CMD, and whoever sends
+// ^Z may have learnt CMD's pid some other way than from its output (CI
+// found TestFaultJobControlOnTerminal hung so under load).
+func jobControl(s os.Signal) bool {
 	switch s {
 	case unix.SIGTSTP, unix.SIGTTIN, unix.SIGTTOU, unix.SIGCONT:
-		return 0
-	case unix.SIGUSR1, unix.SIGUSR2:
-		return 1
+		return true
 	}
-	return 2
+	return false
+}
+
+// lateRank orders the signals enabled after CMD started: SIGUSR1 and
+// SIGUSR2 (what a job is most often sent) first, then the others.
+func lateRank(s os.Signal) int {
+	switch s {
+	case unix.SIGUSR1, unix.SIGUSR2:
+		return 0
+	}
+	return 1
 }
 
 // notify is signal.Notify of sigs, which given none would catch every

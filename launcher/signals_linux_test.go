@@ -177,17 +177,20 @@ func TestRunReapsAnExitBeforeSIGCHLDIsCaught(t *testing.T) {
 	assert.Equal(t, "exit 7\n", string(out))
 }
 
-// The late signals a job is most often sent are enabled first: job
-// control, then the user signals.
+// Job control is caught before CMD starts; of the late signals, the user
+// signals are enabled first.
 func TestLateSignalsOrder(t *testing.T) {
+	for _, s := range []os.Signal{unix.SIGTSTP, unix.SIGTTIN, unix.SIGTTOU, unix.SIGCONT} {
+		assert.True(t, jobControl(s), "%v", s)
+	}
 	for _, tc := range []struct {
 		sig  os.Signal
 		rank int
 	}{
-		{unix.SIGTSTP, 0}, {unix.SIGTTIN, 0}, {unix.SIGTTOU, 0}, {unix.SIGCONT, 0},
-		{unix.SIGUSR1, 1}, {unix.SIGUSR2, 1},
-		{unix.SIGWINCH, 2}, {unix.SIGALRM, 2}, {unix.SIGPWR, 2}, {unix.SIGSTKFLT, 2},
+		{unix.SIGUSR1, 0}, {unix.SIGUSR2, 0},
+		{unix.SIGWINCH, 1}, {unix.SIGALRM, 1}, {unix.SIGPWR, 1}, {unix.SIGSTKFLT, 1},
 	} {
+		assert.False(t, jobControl(tc.sig), "%v", tc.sig)
 		assert.Equal(t, tc.rank, lateRank(tc.sig), "%v", tc.sig)
 	}
 }
