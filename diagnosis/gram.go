@@ -22,8 +22,7 @@ import (
 // unaligned 4-byte load, a multiply and that word's three bits: no state
 // carried from byte to byte, so the loads of consecutive offsets overlap
 // in the CPU instead of forming the chain of dependent table lookups the
-// automaton is, and the vector path (gram_amd64.s) tests sixteen windows
-// with two gathers. One bit a gram was not enough: with ~150 grams, a gram
+// automaton is. One bit a gram was not enough: with ~150 grams, a gram
 // of every healthy line ("node" of the host name) collided with one. A
 // false positive only sends a line on to the automaton.
 //
@@ -48,7 +47,6 @@ type gramFilter struct {
 // gramProbe returns the word and the three bits of gram x: fields of a
 // 32-bit multiplicative hash of x (its high half folded in first, or the
 // last byte would only reach the top bits), the word from the top bits.
-// The vector path computes the same, eight windows at a time.
 func gramProbe(x uint32) (w, bits uint32) {
 	h := (x ^ x>>15) * gramMul
 	return h >> (32 - gramWordBits), 1<<(h>>15&31) | 1<<(h>>10&31) | 1<<(h>>5&31)
@@ -82,19 +80,6 @@ func (f *gramFilter) firstHit(b []byte) int {
 		}
 		return 0
 	}
-	hit, from := f.firstHitWide(b)
-	if hit >= 0 {
-		return hit
-	}
-	if hit = f.firstHitScalar(b[from:]); hit >= 0 {
-		return from + hit
-	}
-	return -1
-}
-
-// firstHitScalar is firstHit one 8-byte word at a time (the reference of
-// the vector path, and what runs where there is none).
-func (f *gramFilter) firstHitScalar(b []byte) int {
 	n := len(b)
 	// Three windows (offsets 0, 2, 4) per 8-byte load, then 6 bytes on.
 	for len(b) >= 8 {
