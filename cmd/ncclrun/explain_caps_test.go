@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"encoding/binary"
-	"fmt"
 	"hash/crc32"
 	"io"
 	"math/rand/v2"
@@ -17,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ncclrun/ncclrun/internal/testutil"
+	"github.com/ncclrun/ncclrun/nccllog"
 )
 
 // xzDeclaring is a valid xz file (format 1.0.4) of nblocks blocks, each
@@ -259,7 +259,7 @@ func TestExplainZstdFrames(t *testing.T) {
 		cmd.Stdin = bytes.NewReader(bytes.Repeat(plain, 64))
 		data, err := cmd.Output()
 		require.NoError(t, err)
-		require.True(t, zstdSkippable(data), "pzstd's output starts with a skippable frame")
+		require.Equal(t, uint32(0x184d2a50), binary.LittleEndian.Uint32(data)&^0xf, "pzstd's output starts with a skippable frame")
 		want := ncclrun(t, "explain", "--json", repeatedFile(t, tmp, plain, 64))
 		require.Equal(t, 0, want.code)
 		res := runMeasured(t, "explain", "--json", write("p.zst", data))
@@ -270,11 +270,11 @@ func TestExplainZstdFrames(t *testing.T) {
 	t.Run("frames and skippable frames", func(t *testing.T) {
 		data := bytes.Join([][]byte{skippable(0, "first"), tool(t, plain, "--check"), skippable(15, ""),
 			tool(t, plain, "-19", "--no-check"), skippable(7, "last")}, nil)
-		r, c, err := decompress(bytes.NewReader(data))
+		in, err := nccllog.Open("-", bytes.NewReader(data))
 		require.NoError(t, err)
-		got, err := io.ReadAll(r)
+		got, err := io.ReadAll(in)
 		require.NoError(t, err)
-		require.NoError(t, c.Close())
+		require.NoError(t, in.Close())
 		require.True(t, bytes.Equal(bytes.Repeat(plain, 2), got), "decompressed bytes differ")
 
 		want := ncclrun(t, "explain", "--json", repeatedFile(t, tmp, plain, 2))
@@ -305,12 +305,12 @@ func TestExplainZstdFrames(t *testing.T) {
 		msg        string // the end of the one line
 	}{
 		{"16 MiB window", "long.zst", long, "zstd window of 16 MiB exceeds explain's 8 MiB decompression limit (decompress it first: zstd -dc FILE | ncclrun explain -)"},
-		{"match past the 8 MiB window", "patched.zst", patched, "offset past window"},
-		{"bad checksum", "badsum.zst", badSum, fmt.Sprintf("zstd decompression error at %d: invalid checksum", len(sum)-4)},
+		{"match past the 8 MiB window", "patched.zst", patched, "zstd: match offset (8912896) bigger than current history (0)"},
+		{"bad checksum", "badsum.zst", badSum, "badsum.zst: zstd: CRC check failed"},
 		{"truncated in a block", "cut.zst", sum[:len(sum)/2], "cut.zst: unexpected EOF"},
 		{"truncated in the checksum", "cutsum.zst", sum[:len(sum)-1], "cutsum.zst: unexpected EOF"},
 		{"truncated frame header", "cuthead.zst", append(append([]byte{}, sum...), sum[:6]...), "cuthead.zst: unexpected EOF"},
-		{"reserved block type (the guard's error)", "reserved.zst", reserved, "reserved.zst: zstd: malformed frame"},
+		{"reserved block type", "reserved.zst", reserved, "reserved.zst: zstd: invalid input: reserved block type encountered"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			p := write(c.file, c.data)
@@ -318,9 +318,7 @@ func TestExplainZstdFrames(t *testing.T) {
 			requireUsage(t, result{code: r.code, stdout: r.stdout, stderr: r.stderr}, c.msg)
 			line := strings.TrimSuffix(r.stderr, "\n")
 			assert.True(t, strings.HasPrefix(line, "ncclrun: explain: "+p+": "), line)
-			if !strings.Contains(c.msg, "decompression error") {
-				assert.True(t, strings.HasSuffix(line, c.msg), line)
-			}
+			assert.True(t, strings.HasSuffix(line, c.msg), line)
 			assert.Less(t, r.maxRSS, int64(32<<20))
 		})
 	}
@@ -332,27 +330,4 @@ func repeatedFile(t *testing.T, dir string, in []byte, n int) string {
 	p := filepath.Join(dir, "plain-x"+strings.Repeat("i", n))
 	require.NoError(t, os.WriteFile(p, bytes.Repeat(in, n), 0o644))
 	return p
-}
-
-// FuzzDecoderGuards: the xz and zstd guards never panic and pass what they
-// pass unchanged, whatever the bytes.
-func FuzzDecoderGuards(f *testing.F) {
-	f.Add(xzDeclaring(2, 16, []byte(capLog)))
-	f.Add(xzDeclaring(1, 37, []byte("x")))
-	f.Add(zstdDeclaring(2, 23, []byte(capLog)))
-	f.Add(zstdDeclaring(1, 29, []byte("x")))
-	f.Fuzz(func(t *testing.T, data []byte) {
-		for _, g := range []io.Reader{newXZGuard(bytes.NewReader(data), decoderCap), newZstdGuard(bytes.NewReader(data), decoderCap)} {
-			out, err := io.ReadAll(g)
-			if err == nil && !bytes.Equal(out, data) {
-				t.Fatalf("guard changed the data")
-			}
-		}
-		if r, c, err := decompress(bytes.NewReader(data)); err == nil {
-			_, _ = io.Copy(io.Discard, r)
-			if c != nil {
-				_ = c.Close()
-			}
-		}
-	})
 }

@@ -10,6 +10,7 @@ import (
 	"syscall"
 
 	"github.com/ncclrun/ncclrun/launcher"
+	"github.com/ncclrun/ncclrun/nccllog"
 )
 
 func main() {
@@ -53,12 +54,12 @@ func setMemoryLimit() {
 }
 
 // allowDecoder raises ncclrun's own memory limit by what a decoder of
-// compressed input may hold (its window or dictionary, up to decoderCap):
+// compressed input may hold (its window or dictionary, up to nccllog.DecoderCap):
 // that history is live for the whole input, and with the limit at what is
 // live the collector ran ~700 times a second (explain of an xz -6 log
 // twice as slow) and kept the RSS no lower.
 func allowDecoder() {
 	if ownMemoryLimit {
-		debug.SetMemoryLimit(memoryLimit + decoderCap)
+		debug.SetMemoryLimit(memoryLimit + nccllog.DecoderCap)
 	}
 }

@@ -1,19 +1,14 @@
 package main
 
 import (
-	"bytes"
-	"errors"
 	"io"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
-	"sync"
-	"syscall"
-	"time"
 
 	"github.com/ncclrun/ncclrun/internal/environ"
 	"github.com/ncclrun/ncclrun/launcher"
+	"github.com/ncclrun/ncclrun/nccllog"
 	"github.com/ncclrun/ncclrun/preflight"
 )
 
@@ -25,15 +20,6 @@ import (
 // lines NCCL would have printed at WARN (its WARN lines and the version
 // line) to run's stdout, at line boundaries of the relayed output. The
 // child's output gains no line.
-
-const (
-	// probePoll is how often the probe reads the files while CMD runs.
-	probePoll = 100 * time.Millisecond
-	// maxProbeBytes bounds what the probe reads of one file.
-	maxProbeBytes = 64 << 20
-	// probeFilePrefix starts the name of every file NCCL writes there.
-	probeFilePrefix = "nccl."
-)
 
 // remoteLaunchers start ranks on other hosts, which inherit NCCL_* but not
 // the private directory: there NCCL's fopen fails and it prints INFO to
@@ -90,22 +76,8 @@ func isTTY(f *os.File) bool {
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
-// transportProbe reads NCCL's private debug files while CMD runs.
-type transportProbe struct {
-	dir   string
-	owner int // uid the files must belong to
-	gate  *lineGate
-	files map[string]*probeFile
-	stop  chan struct{}
-	done  chan struct{}
-	feed  func([]byte)
-}
-
-type probeFile struct {
-	off     int64
-	partial []byte
-	full    bool // maxProbeBytes read
-}
+// transportProbe is NCCL's private debug directory while CMD runs.
+type transportProbe struct{ *nccllog.Probe }
 
 // planProbe starts planning the probe for run's child: nil when it is off
 // (probeOff) or the directory cannot be made; otherwise j.s.transportEnv
@@ -137,15 +109,14 @@ func (probe *transportProbe) attach(p *childPlan, added []launcher.EnvVar) bool 
 		}
 	}
 	if n != len(probe.vars()) {
-		os.RemoveAll(probe.dir)
+		probe.Remove()
 		return false
 	}
 	p.probe = probe
 	p.debugFile = ""
-	probe.gate.w = p.cfg.Stdout
-	p.cfg.Stdout = probe.gate
+	p.cfg.Stdout = probe.Gate() // over p.cfg.Stdout, which is e.stdout
 	cleanup := p.cleanup
-	p.cleanup = func() { cleanup(); os.RemoveAll(probe.dir) }
+	p.cleanup = func() { cleanup(); probe.Remove() }
 	return true
 }
 
@@ -157,215 +128,14 @@ func (probe *transportProbe) vars() []string {
 // run drops to another user) and the variables that send NCCL's INIT and
 // NET INFO there. It returns nil when the directory cannot be made.
 func newTransportProbe(stdout io.Writer, uid, gid int) (*transportProbe, []launcher.EnvVar) {
-	dir, err := os.MkdirTemp("", "ncclrun-nccl-")
+	np, err := nccllog.NewProbe(stdout, uid, gid)
 	if err != nil {
 		return nil, nil
 	}
-	if uid >= 0 && uid != os.Geteuid() {
-		if err := os.Chown(dir, uid, gid); err != nil {
-			os.RemoveAll(dir)
-			return nil, nil
-		}
-	} else {
-		uid = os.Geteuid()
-	}
-	p := &transportProbe{dir: dir, owner: uid, gate: &lineGate{w: stdout}, files: map[string]*probeFile{}}
 	why := "ncclrun's transport probe: NCCL's INIT/NET INFO lines go to a private file ncclrun reads, its WARN lines still reach stdout (--no-transport-probe turns it off)"
-	return p, []launcher.EnvVar{
+	return &transportProbe{np}, []launcher.EnvVar{
 		{Name: "NCCL_DEBUG", Value: "INFO", Reason: why},
 		{Name: "NCCL_DEBUG_SUBSYS", Value: "INIT,NET", Reason: why},
-		{Name: "NCCL_DEBUG_FILE", Value: filepath.Join(dir, probeFilePrefix+"%h.%p"), Reason: why},
+		{Name: "NCCL_DEBUG_FILE", Value: np.DebugFile(), Reason: why},
 	}
-}
-
-// start follows the files, feeding every line to feed, until finish.
-func (p *transportProbe) start(feed func([]byte)) {
-	p.feed = feed
-	p.stop, p.done = make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(p.done)
-		t := time.NewTicker(probePoll)
-		defer t.Stop()
-		for {
-			select {
-			case <-p.stop:
-				return
-			case <-t.C:
-				p.poll(false)
-			}
-		}
-	}()
-}
-
-// finish stops the follower, reads what is left (a last line without a
-// newline included), gives back the pending WARN lines and removes the
-// directory. Safe without start.
-func (p *transportProbe) finish() {
-	if p.stop != nil {
-		close(p.stop)
-		<-p.done
-	}
-	p.poll(true)
-	p.gate.flush()
-	os.RemoveAll(p.dir)
-}
-
-// poll reads the new bytes of every file; at the end (last) a partial
-// line counts as a line.
-func (p *transportProbe) poll(last bool) {
-	des, err := os.ReadDir(p.dir)
-	if err != nil {
-		return
-	}
-	for _, de := range des {
-		name := de.Name()
-		if !strings.HasPrefix(name, probeFilePrefix) || !de.Type().IsRegular() {
-			continue
-		}
-		pf := p.files[name]
-		if pf == nil {
-			pf = &probeFile{}
-			p.files[name] = pf
-		}
-		p.readFile(filepath.Join(p.dir, name), pf)
-		if last && len(pf.partial) > 0 {
-			p.line(pf.partial)
-			pf.partial = nil
-		}
-	}
-}
-
-// readFile reads f's new bytes: no link, a regular file of the expected
-// owner, at most maxProbeBytes in all.
-func (p *transportProbe) readFile(path string, pf *probeFile) {
-	if pf.full {
-		return
-	}
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil || !fi.Mode().IsRegular() {
-		return
-	}
-	if st, ok := fi.Sys().(*syscall.Stat_t); !ok || int(st.Uid) != p.owner {
-		return
-	}
-	buf := make([]byte, 64<<10)
-	for pf.off < maxProbeBytes {
-		n, err := f.ReadAt(buf[:min(int64(len(buf)), maxProbeBytes-pf.off)], pf.off)
-		if n > 0 {
-			pf.off += int64(n)
-			data := append(pf.partial, buf[:n]...)
-			for {
-				i := bytes.IndexByte(data, '\n')
-				if i < 0 {
-					break
-				}
-				p.line(data[:i])
-				data = data[i+1:]
-			}
-			pf.partial = append([]byte(nil), data...)
-		}
-		if err != nil {
-			if !errors.Is(err, io.EOF) {
-				return
-			}
-			break
-		}
-	}
-	if pf.off >= maxProbeBytes {
-		pf.full = true
-	}
-}
-
-// versionLine is NCCL's version banner as its INFO level prints it; at
-// WARN (VERSION) level NCCL prints the message alone.
-var versionLine = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(` NCCL INFO (NCCL version \S+.*)$`) })
-
-// line diagnoses one line of a debug file and gives back what NCCL would
-// have printed at WARN: its WARN lines as they are, the version banner.
-func (p *transportProbe) line(l []byte) {
-	l = bytes.TrimSuffix(l, []byte("\r"))
-	if p.feed != nil {
-		p.feed(l)
-	}
-	switch {
-	case bytes.Contains(l, []byte(" NCCL WARN ")):
-		p.gate.emit(l)
-	default:
-		if m := versionLine().FindSubmatch(l); m != nil {
-			p.gate.emit(m[1])
-		}
-	}
-}
-
-// lineGate is run's stdout while the probe runs: the relay writes CMD's
-// bytes through it unchanged, and a line the probe gives back is written
-// only between lines of CMD's output (while CMD's last byte is not a
-// newline it waits; finish writes what still waits).
-type lineGate struct {
-	mu      sync.Mutex
-	w       io.Writer
-	open    bool // CMD's last relayed byte was not a newline
-	pending [][]byte
-}
-
-func (g *lineGate) Write(b []byte) (int, error) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	n, err := g.w.Write(b)
-	if n > 0 {
-		g.open = b[n-1] != '\n'
-	}
-	if !g.open {
-		g.writePending()
-	}
-	return n, err
-}
-
-// SpliceFile and Spliced make the gate a launcher.Splicer: past the tap's
-// share of a burst the relay splices CMD's output into the file under the
-// gate, which holds its own lines back meanwhile (what was spliced may end
-// inside a line: the relay's next Write, which follows, says).
-func (g *lineGate) SpliceFile() *os.File {
-	f, _ := g.w.(*os.File)
-	return f
-}
-
-func (g *lineGate) Spliced(splice func() int) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if splice() > 0 {
-		g.open = true
-	}
-}
-
-// emit writes line (without its newline) now or when CMD's line ends.
-func (g *lineGate) emit(line []byte) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.pending = append(g.pending, append(append([]byte(nil), line...), '\n'))
-	if !g.open {
-		g.writePending()
-	}
-}
-
-func (g *lineGate) flush() {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.open && len(g.pending) > 0 {
-		_, _ = g.w.Write([]byte{'\n'}) // CMD ended without a newline: do not glue a line to it
-		g.open = false
-	}
-	g.writePending()
-}
-
-func (g *lineGate) writePending() {
-	for _, l := range g.pending {
-		_, _ = g.w.Write(l)
-	}
-	g.pending = nil
 }

@@ -2,18 +2,15 @@ package main
 
 import (
 	"bytes"
-	"io"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ncclrun/ncclrun/launcher"
 	"github.com/ncclrun/ncclrun/preflight"
 )
 
@@ -63,100 +60,6 @@ func TestProbeOff(t *testing.T) {
 			}
 		})
 	}
-}
-
-func TestLineGate(t *testing.T) {
-	var b bytes.Buffer
-	g := &lineGate{w: &b}
-	g.emit([]byte("W1"))
-	_, _ = g.Write([]byte("loss 0.5"))
-	g.emit([]byte("W2")) // waits: CMD is inside a line
-	assert.Equal(t, "W1\nloss 0.5", b.String())
-	_, _ = g.Write([]byte("1\nstep"))
-	assert.Equal(t, "W1\nloss 0.51\nstep", b.String(), "CMD's chunk ends inside a line: W2 still waits")
-	_, _ = g.Write([]byte(" 2\n"))
-	assert.Equal(t, "W1\nloss 0.51\nstep 2\nW2\n", b.String())
-	_, _ = g.Write([]byte("tail"))
-	g.emit([]byte("W3"))
-	g.flush()
-	assert.Equal(t, "W1\nloss 0.51\nstep 2\nW2\ntail\nW3\n", b.String(), "at exit a waiting line gets its own line")
-}
-
-// TestLineGateSpliced: the gate is a launcher.Splicer over a file; while
-// what was spliced may end inside a line, its own lines wait for CMD's
-// next newline.
-func TestLineGateSpliced(t *testing.T) {
-	var _ launcher.Splicer = (*lineGate)(nil)
-	assert.Nil(t, (&lineGate{w: &bytes.Buffer{}}).SpliceFile(), "not a file: no splice")
-	r, w, err := os.Pipe()
-	require.NoError(t, err)
-	defer r.Close()
-	g := &lineGate{w: w}
-	require.Equal(t, w, g.SpliceFile())
-	ran := false
-	g.Spliced(func() int {
-		ran = true
-		_, _ = w.Write([]byte("spliced, no newline")) // what a splice would move
-		return 19
-	})
-	require.True(t, ran)
-	g.emit([]byte("W1"))
-	_, _ = g.Write([]byte(" end\nnext "))
-	g.emit([]byte("W2"))
-	_, _ = g.Write([]byte("x\n"))
-	g.Spliced(func() int { return 0 }) // nothing moved: the gate's state stays
-	g.emit([]byte("W3"))
-	w.Close()
-	b, err := io.ReadAll(r)
-	require.NoError(t, err)
-	assert.Equal(t, "spliced, no newline end\nnext x\nW1\nW2\nW3\n", string(b))
-}
-
-func TestProbeReadsFilesAndGivesBackWarn(t *testing.T) {
-	var out bytes.Buffer
-	p, vars := newTransportProbe(&out, -1, -1)
-	require.NotNil(t, p)
-	require.Len(t, vars, 3)
-	assert.Equal(t, "INFO", vars[0].Value)
-	assert.Equal(t, "INIT,NET", vars[1].Value)
-	assert.Equal(t, filepath.Join(p.dir, "nccl.%h.%p"), vars[2].Value)
-	fi, err := os.Stat(p.dir)
-	require.NoError(t, err)
-	assert.Equal(t, os.FileMode(0o700), fi.Mode().Perm(), "private directory")
-
-	var fed []string
-	p.feed = func(l []byte) { fed = append(fed, string(l)) }
-	f1 := filepath.Join(p.dir, "nccl.n1.101")
-	require.NoError(t, os.WriteFile(f1, []byte("n1:101:101 [0] NCCL INFO NCCL version 2.21.5+cuda12.4\nn1:101:150 [0] NCCL INFO NET/IB : No dev"), 0o600))
-	p.poll(false)
-	assert.Equal(t, []string{"n1:101:101 [0] NCCL INFO NCCL version 2.21.5+cuda12.4"}, fed, "a partial line waits")
-	appendFile(t, f1, "ice found.\nn1:101:150 [0] misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to 10.0.0.2<5000> failed : Connection refused\n")
-	require.NoError(t, os.Symlink("/etc/passwd", filepath.Join(p.dir, "nccl.n1.666")))
-	require.NoError(t, os.WriteFile(filepath.Join(p.dir, "other"), []byte("x NCCL WARN not ours\n"), 0o600))
-	require.NoError(t, os.WriteFile(filepath.Join(p.dir, "nccl.n1.102"), []byte("n1:102:102 [1] NCCL INFO Using network Socket"), 0o600))
-	p.poll(false)
-	p.finish()
-	sort.Strings(fed)
-	assert.Equal(t, []string{
-		"n1:101:101 [0] NCCL INFO NCCL version 2.21.5+cuda12.4",
-		"n1:101:150 [0] NCCL INFO NET/IB : No device found.",
-		"n1:101:150 [0] misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to 10.0.0.2<5000> failed : Connection refused",
-		"n1:102:102 [1] NCCL INFO Using network Socket",
-	}, fed, "every line of NCCL's files, the last one without its newline too; no link, no other file")
-	assert.Equal(t, "NCCL version 2.21.5+cuda12.4\n"+
-		"n1:101:150 [0] misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to 10.0.0.2<5000> failed : Connection refused\n",
-		out.String(), "what NCCL prints at WARN: the version banner and the WARN lines")
-	_, err = os.Stat(p.dir)
-	assert.True(t, os.IsNotExist(err), "finish removes the directory")
-}
-
-func appendFile(t *testing.T, path, s string) {
-	t.Helper()
-	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
-	require.NoError(t, err)
-	_, err = f.WriteString(s)
-	require.NoError(t, err)
-	require.NoError(t, f.Close())
 }
 
 // fakeNCCLScript writes like NCCL does with NCCL_DEBUG_FILE (%h the short
@@ -209,24 +112,13 @@ func TestRunTransportProbe(t *testing.T) {
 	assert.NotContains(t, r.stderr, "degraded-transport", "at WARN NCCL's INFO lines are not there to read")
 }
 
-// TestProbeFollowerAndFinish: the follower goroutine and finish hand every
-// line over once, whatever the timing (run with -race).
-func TestProbeFollowerAndFinish(t *testing.T) {
-	var out bytes.Buffer
-	p, _ := newTransportProbe(&out, -1, -1)
+// TestTransportProbeVars: the probe sends NCCL's INIT and NET INFO lines
+// to a file per process in its private directory.
+func TestTransportProbeVars(t *testing.T) {
+	p, vars := newTransportProbe(&bytes.Buffer{}, -1, -1)
 	require.NotNil(t, p)
-	var mu sync.Mutex
-	n := 0
-	p.start(func([]byte) { mu.Lock(); n++; mu.Unlock() })
-	f := filepath.Join(p.dir, "nccl.n1.7")
-	require.NoError(t, os.WriteFile(f, nil, 0o600))
-	for i := 0; i < 200; i++ {
-		appendFile(t, f, "n1:7:7 [0] NCCL INFO line\n")
-	}
-	appendFile(t, f, "n1:7:7 [0] x.cc:1 NCCL WARN last")
-	p.finish()
-	mu.Lock()
-	defer mu.Unlock()
-	assert.Equal(t, 201, n)
-	assert.Equal(t, "n1:7:7 [0] x.cc:1 NCCL WARN last\n", out.String())
+	defer p.Remove()
+	require.Len(t, vars, 3)
+	assert.Equal(t, []string{"NCCL_DEBUG=INFO", "NCCL_DEBUG_SUBSYS=INIT,NET", "NCCL_DEBUG_FILE=" + filepath.Join(p.Dir, "nccl.%h.%p")},
+		[]string{vars[0].Name + "=" + vars[0].Value, vars[1].Name + "=" + vars[1].Value, vars[2].Name + "=" + vars[2].Value})
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/ncclrun/ncclrun/internal/environ"
 	"github.com/ncclrun/ncclrun/internal/safefile"
 	"github.com/ncclrun/ncclrun/launcher"
+	"github.com/ncclrun/ncclrun/nccllog"
 	"github.com/ncclrun/ncclrun/preflight"
 )
 
@@ -230,7 +231,7 @@ func planChild(e *env, j runJob, rep preflight.Report) childPlan {
 	var extra []launcher.EnvVar
 	if v, set := environ.Lookup(e.environ, "TORCHELASTIC_ERROR_FILE"); set {
 		if v != "" && !j.s.noWatch {
-			p.torchFile = pinDir(v) // the user's: torchrun writes it whatever starts torchrun
+			p.torchFile = nccllog.PinDir(v) // the user's: torchrun writes it whatever starts torchrun
 		}
 	} else if !j.s.noWatch && isTorchrun(j.path, j.args) {
 		if dir, err := os.MkdirTemp("", "ncclrun-torchelastic-"); err == nil {
@@ -247,9 +248,9 @@ func planChild(e *env, j runJob, rep preflight.Report) childPlan {
 	childEnv, added := j.s.composeEnv(e.environ, rep, extra...)
 	p.added = added
 	if v, _ := environ.Lookup(childEnv, "NCCL_DEBUG_FILE"); v != "" {
-		p.debugFile = pinDir(v)
+		p.debugFile = nccllog.PinDir(v)
 	}
-	p.report, p.termLog = pinDir(j.s.report), pinDir(terminationLogPath(j.s, rep))
+	p.report, p.termLog = nccllog.PinDir(j.s.report), nccllog.PinDir(terminationLogPath(j.s, rep))
 	p.cfg = launcher.Config{
 		Path: j.path, Args: launcher.MPIRunArgs(j.path, j.args, added), Env: childEnv,
 		Stdin: e.stdin, Stdout: e.stdout, Stderr: e.stderr,
@@ -350,7 +351,7 @@ func supervise(e *env, j runJob, p childPlan, w *watch, term <-chan os.Signal) (
 	}
 	w.started = time.Now().Add(-time.Second) // file times have coarse granularity
 	if p.probe != nil {
-		p.probe.start(func(l []byte) { w.onLine(launcher.Stdout, l) })
+		p.probe.Start(func(l []byte) { w.onLine(launcher.Stdout, l) })
 	}
 	res, err := launcher.Run(cfg)
 	if err != nil {
@@ -390,19 +391,15 @@ type outcome struct {
 func collect(e *env, j runJob, p childPlan, w *watch, res launcher.Result, term <-chan os.Signal) outcome {
 	out := outcome{res: res}
 	if p.probe != nil {
-		p.probe.finish() // the rest of NCCL's private debug files, then WARN lines still waiting
+		p.probe.Finish() // the rest of NCCL's private debug files, then WARN lines still waiting
 	}
 	for len(term) > 0 {
 		<-term // signals during the run were the launcher's to forward
 	}
 	w.mu.Lock()
-	var reads exitReads
+	var reads nccllog.ExitReads
 	if p.debugFile != "" || p.torchFile != "" {
-		x := exitFiles{pattern: p.debugFile, torchFile: p.torchFile, since: w.started}
-		if j.cred != nil {
-			x.cred = j.cred
-		}
-		reads = x.read(func(r io.Reader) {
+		reads = exitFiles(p, j, w.started).Read(func(r io.Reader) {
 			if p.debugFile != "" {
 				_ = diagnosis.FeedReader(w.matcher(), r)
 			}
@@ -419,11 +416,11 @@ func collect(e *env, j runJob, p childPlan, w *watch, res launcher.Result, term 
 			out.sigName = fmt.Sprintf("signal %d", int(res.Signal))
 		}
 	}
-	if len(reads.torch) > 0 {
-		out.te = parseTorchrunError(reads.torch)
+	if len(reads.Torch) > 0 {
+		out.te = parseTorchrunError(reads.Torch)
 	}
 	if !j.s.quiet {
-		printExitWarnings(e, reads.warns)
+		printExitWarnings(e, reads.Warns)
 	}
 	return out
 }

@@ -1,9 +1,8 @@
-package main
+package nccllog
 
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"io"
 )
 
@@ -12,8 +11,8 @@ import (
 // headers, LZMA2 chunk headers, index, stream footer, stream padding)
 // without decoding anything, and fails a Read before the decoder gets a
 // block header whose LZMA2 dictionary is larger than max. The decoder
-// (github.com/ulikunitz/xz) sizes its dictionary from each block header and
-// treats ReaderConfig.DictCap as a minimum, so a 240-byte file whose
+// (github.com/ulikunitz/xz) has no cap of its own: it sizes its dictionary
+// from each block header and treats ReaderConfig.DictCap as a minimum, so a 240-byte file whose
 // headers declare 1.5 GiB dictionaries would otherwise allocate them; the
 // xz tool refuses such input the same way with --memlimit. Malformed
 // structure is an error here too (the decoder would report it a little
@@ -34,13 +33,6 @@ type xzGuard struct {
 	check    int   // size of each block's check field
 	blockLen int64 // bytes of the current block's header and data so far
 	idx      xzIndex
-}
-
-// xzCapError is an xz block header declaring a dictionary over the cap.
-type xzCapError struct{ dict, max int64 }
-
-func (e *xzCapError) Error() string {
-	return fmt.Sprintf("xz dictionary of %s exceeds explain's %s decompression limit", sizeText(e.dict), sizeText(e.max))
 }
 
 var errXZStructure = errors.New("xz: malformed container")
@@ -206,7 +198,7 @@ func (g *xzGuard) blockHeader(h []byte) error {
 				return errXZStructure
 			}
 			if d := lzma2Dict(props[0]); d > g.max {
-				return &xzCapError{dict: d, max: g.max}
+				return &CapError{Format: "xz", Size: d, Max: g.max}
 			}
 		}
 	}
@@ -321,153 +313,4 @@ func (g *xzGuard) padding(c byte) error {
 	}
 	g.expectStream([]byte{c})
 	return nil
-}
-
-// zstdGuard passes zstd data through unchanged while it walks its frames
-// (RFC 8878: frame headers, block headers, checksums, skippable frames)
-// without decoding, and fails a Read before the decoder gets a frame
-// header whose window is larger than max. The decoder (internal/zstd)
-// keeps at most zstd.MaxWindowSize (max) of history whatever a frame
-// declares, and fails on a back-reference past it; the guard is what
-// refuses such a frame before it is decoded, naming the window.
-type zstdGuard struct {
-	r   io.Reader
-	max int64
-	err error
-
-	want int
-	buf  []byte
-	then func() error
-	skip int64
-	sum  bool // the frame ends in a 4-byte checksum
-
-	// failed is the first error Read returned other than io.EOF: the
-	// walk's, or r's own.
-	failed error
-}
-
-// zstdCapError is a zstd frame declaring a window over the cap.
-type zstdCapError struct{ window, max int64 }
-
-func (e *zstdCapError) Error() string {
-	return fmt.Sprintf("zstd window of %s exceeds explain's %s decompression limit", sizeText(e.window), sizeText(e.max))
-}
-
-var errZstdStructure = errors.New("zstd: malformed frame")
-
-func newZstdGuard(r io.Reader, max int64) *zstdGuard {
-	g := &zstdGuard{r: r, max: max}
-	g.frame()
-	return g
-}
-
-func (g *zstdGuard) Read(p []byte) (int, error) {
-	if g.err != nil {
-		return 0, g.err
-	}
-	n, err := g.r.Read(p)
-	if err != nil && err != io.EOF && g.failed == nil {
-		g.failed = err
-	}
-	for b := p[:n]; len(b) > 0; {
-		if g.skip > 0 {
-			k := min(g.skip, int64(len(b)))
-			g.skip -= k
-			b = b[k:]
-			continue
-		}
-		k := min(g.want, len(b))
-		g.buf = append(g.buf, b[:k]...)
-		g.want -= k
-		b = b[k:]
-		if g.want == 0 {
-			if werr := g.then(); werr != nil {
-				g.err, g.failed = werr, werr
-				return 0, werr
-			}
-		}
-	}
-	return n, err
-}
-
-func (g *zstdGuard) collect(n int, fn func() error) { g.want, g.buf, g.then = n, g.buf[:0], fn }
-
-// frame expects a frame's magic number and header descriptor.
-func (g *zstdGuard) frame() {
-	g.collect(5, func() error {
-		magic := uint32(g.buf[0]) | uint32(g.buf[1])<<8 | uint32(g.buf[2])<<16 | uint32(g.buf[3])<<24
-		if magic&0xfffffff0 == 0x184d2a50 { // skippable frame: 4-byte size, then that much
-			first := g.buf[4]
-			g.collect(3, func() error {
-				g.skip = int64(first) | int64(g.buf[0])<<8 | int64(g.buf[1])<<16 | int64(g.buf[2])<<24
-				g.frame()
-				return nil
-			})
-			return nil
-		}
-		if !bytes.Equal(g.buf[:4], magicZstd) {
-			return errZstdStructure
-		}
-		fhd := g.buf[4]
-		single := fhd>>5&1 == 1
-		g.sum = fhd>>2&1 == 1
-		n := []int{0, 1, 2, 4}[fhd&3]
-		fcs := []int{0, 2, 4, 8}[fhd>>6]
-		if single && fhd>>6 == 0 {
-			fcs = 1
-		}
-		if !single {
-			n++
-		}
-		n += fcs
-		g.collect(n, func() error {
-			var window int64
-			if !single {
-				wd := g.buf[0]
-				base := int64(1) << (10 + wd>>3)
-				window = base + base/8*int64(wd&7)
-			} else {
-				v := int64(0)
-				for i, c := range g.buf[len(g.buf)-fcs:] {
-					v |= int64(c) << (8 * i)
-				}
-				if fcs == 2 {
-					v += 256
-				}
-				window = v
-			}
-			if window > g.max {
-				return &zstdCapError{window: window, max: g.max}
-			}
-			g.block()
-			return nil
-		})
-		return nil
-	})
-}
-
-// block expects a block header and skips the block.
-func (g *zstdGuard) block() {
-	g.collect(3, func() error {
-		h := int64(g.buf[0]) | int64(g.buf[1])<<8 | int64(g.buf[2])<<16
-		last, typ, size := h&1 == 1, h>>1&3, h>>3
-		switch typ {
-		case 1: // RLE: one byte
-			g.skip = 1
-		case 3:
-			return errZstdStructure
-		default:
-			g.skip = size
-		}
-		if !last {
-			g.block()
-			return nil
-		}
-		if g.sum {
-			g.collect(4, func() error { g.frame(); return nil })
-			return nil
-		}
-		g.frame()
-		return nil
-	})
 }

@@ -1,11 +1,11 @@
-package main
+package nccllog
 
 import "io"
 
 // aheadReader reads r on a goroutine of its own, a buffer ahead of its
 // reader: a compressed log is decompressed on one core while the matcher
 // reads the previous buffer on another, as `zcat F | grep` runs its two
-// processes side by side (docs/performance.md, fifth pass). It holds at
+// processes side by side. It holds at
 // most aheadBufs buffers of aheadSize bytes. Read is for one goroutine;
 // Close stops the reading goroutine (after its current read of r) and
 // must be called once the reader is no longer read, before r's decoder is

@@ -1,4 +1,4 @@
-package main
+package nccllog
 
 import (
 	"errors"
@@ -15,11 +15,10 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ncclrun/ncclrun/internal/safefile"
-	"github.com/ncclrun/ncclrun/launcher"
 )
 
-// Bounds on what run reads after CMD exited (README "Reliability"; every
-// file named here could have been replaced by CMD).
+// Bounds on what is read after CMD exited (every file named here could
+// have been replaced by CMD).
 const (
 	// debugFileTail is how much of each NCCL_DEBUG_FILE file is read: its
 	// last 8 MiB (NCCL's WARN lines come last), from the first whole line.
@@ -28,66 +27,61 @@ const (
 	debugFilesTotal = 64 << 20
 	// torchFileMax is the largest torchrun error file parsed (one
 	// exception with its traceback: a few KiB in practice).
-	torchFileMax = 1 << 20
+	TorchFileMax = 1 << 20
 	// exitReadTimeout bounds the whole reading: a slow or hung file
 	// system does not hold the exit status back for long.
 	exitReadTimeout = 5 * time.Second
-	// maxExitWarnings is how many files not read are named one by one.
-	maxExitWarnings = 5
 )
 
 // errStopped ends the reading early (deadline, signal).
 var errStopped = errors.New("stopped")
 
-// exitFiles are the files run reads once CMD has exited.
-type exitFiles struct {
-	cred      *launcher.Credential // CMD's user; nil when it is ncclrun's
-	pattern   string               // NCCL_DEBUG_FILE, "" for none
-	torchFile string               // torchrun's error file, "" for none
-	since     time.Time            // files older than CMD are not CMD's
+// ExitFiles are the files read once CMD has exited: NCCL's debug files,
+// whose lines never reached CMD's output, and torchrun's error file.
+type ExitFiles struct {
+	Cred      *safefile.Cred // CMD's user; nil when it is ncclrun's
+	Pattern   string         // NCCL_DEBUG_FILE (DebugFiles), "" for none
+	TorchFile string         // torchrun's error file, "" for none
+	Since     time.Time      // files older than CMD are not CMD's
 }
 
-// exitReads is what reading them gave.
-type exitReads struct {
-	torch []byte   // torchrun's error file, nil when not read
-	warns []string // one line each, without "ncclrun: "
+// ExitReads is what reading them gave.
+type ExitReads struct {
+	Torch []byte   // torchrun's error file, nil when not read
+	Warns []string // one line each, what was not read and why
 }
 
-// read reads the files as CMD's user (safefile.As), each one only if it is
+// Read reads the files as CMD's user (safefile.As), each one only if it is
 // a regular file reached without a symbolic link, with the bounds above.
 // NCCL_DEBUG_FILE's files are streamed into feed. A terminating signal on
 // term or the deadline stops the reading; CMD's exit status is never at
 // stake, what was read until then is kept.
-func (x exitFiles) read(feed func(io.Reader), term <-chan os.Signal) exitReads {
+func (x ExitFiles) Read(feed func(io.Reader), term <-chan os.Signal) ExitReads {
 	var (
 		mu  sync.Mutex
-		out exitReads
+		out ExitReads
 	)
 	warn := func(format string, args ...any) {
 		mu.Lock()
 		defer mu.Unlock()
-		out.warns = append(out.warns, fmt.Sprintf(format, args...))
-	}
-	var cred *safefile.Cred
-	if x.cred != nil {
-		cred = &safefile.Cred{UID: x.cred.UID, GID: x.cred.GID, Groups: x.cred.Groups}
+		out.Warns = append(out.Warns, fmt.Sprintf(format, args...))
 	}
 	pr, pw := io.Pipe()
 	torch := make(chan []byte, 1)
-	done := safefile.As(cred, func() error {
+	done := safefile.As(x.Cred, func() error {
 		defer pw.Close()
-		if x.torchFile != "" {
-			b, err := readSmall(x.torchFile, x.since, torchFileMax)
+		if x.TorchFile != "" {
+			b, err := readSmall(x.TorchFile, x.Since, TorchFileMax)
 			if err != nil && !errors.Is(err, fs.ErrNotExist) {
-				warn("torchrun error file %s not read: %v", x.torchFile, cause(err))
+				warn("torchrun error file %s not read: %v", x.TorchFile, cause(err))
 			}
 			torch <- b
 		}
-		if x.pattern == "" {
+		if x.Pattern == "" {
 			return nil
 		}
 		var total int64
-		for _, f := range ncclDebugFiles(x.pattern, x.since) {
+		for _, f := range DebugFiles(x.Pattern, x.Since) {
 			if total >= debugFilesTotal {
 				warn("NCCL_DEBUG_FILE: read %d MiB of files; the rest is not read", debugFilesTotal>>20)
 				break
@@ -136,12 +130,12 @@ func (x exitFiles) read(feed func(io.Reader), term <-chan os.Signal) exitReads {
 		}
 	}
 	select {
-	case out.torch = <-torch:
+	case out.Torch = <-torch:
 	default:
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	return exitReads{torch: out.torch, warns: append([]string(nil), out.warns...)}
+	return ExitReads{Torch: out.Torch, Warns: append([]string(nil), out.Warns...)}
 }
 
 // readSmall reads a whole small file, if it is regular, reached without
@@ -177,23 +171,11 @@ func cause(err error) error {
 	return err
 }
 
-// printExitWarnings prints the first maxExitWarnings warnings and how many
-// more there were.
-func printExitWarnings(e *env, warns []string) {
-	for i, w := range warns {
-		if i == maxExitWarnings {
-			fprintf(e.stderr, "ncclrun: warning: %d more files not read\n", len(warns)-i)
-			return
-		}
-		fprintf(e.stderr, "ncclrun: warning: %s\n", w)
-	}
-}
-
-// pinDir returns path with its directory's symbolic links resolved now,
+// PinDir returns path with its directory's symbolic links resolved now,
 // before CMD runs: a link there is the user's own choice (/var/run ->
 // /run), one that appears later is not followed (safefile). A directory
 // that cannot be resolved yet is kept as given.
-func pinDir(path string) string {
+func PinDir(path string) string {
 	if path == "" {
 		return ""
 	}

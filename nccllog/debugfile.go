@@ -1,4 +1,4 @@
-package main
+package nccllog
 
 import (
 	"os"
@@ -7,15 +7,16 @@ import (
 	"time"
 )
 
-// maxDebugFiles bounds how many NCCL_DEBUG_FILE files run reads at exit.
+// maxDebugFiles bounds how many NCCL_DEBUG_FILE files are read at exit.
 const maxDebugFiles = 4096
 
-// ncclDebugFiles returns the files NCCL wrote its log to, when
-// NCCL_DEBUG_FILE sends it away from stdout (docs/research/nccl-messages.md §7:
-// %h is the host name, %p the pid): the pattern's matches that were
-// modified at or after since. NCCL's WARN lines never reach the relayed
-// output then, so run reads these files after CMD exits.
-func ncclDebugFiles(pattern string, since time.Time) []string {
+// DebugFiles returns the files NCCL wrote its log to, when
+// NCCL_DEBUG_FILE sends it away from stdout (docs/research/nccl-messages.md §7: %h is the
+// host name up to its first dot, %p the pid, %% a percent sign): the
+// pattern's matches that are regular files modified at or after since, at
+// most maxDebugFiles of them. NCCL's WARN lines never reach CMD's output
+// then, so these files are read after CMD exits (ExitFiles).
+func DebugFiles(pattern string, since time.Time) []string {
 	if pattern == "" {
 		return nil
 	}

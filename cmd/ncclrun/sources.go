@@ -1,0 +1,33 @@
+package main
+
+import (
+	"time"
+
+	"github.com/ncclrun/ncclrun/internal/safefile"
+	"github.com/ncclrun/ncclrun/nccllog"
+)
+
+// maxExitWarnings is how many files not read are named one by one.
+const maxExitWarnings = 5
+
+// exitFiles are the files run reads once CMD has exited, as CMD's user:
+// NCCL_DEBUG_FILE's and torchrun's error file, those not older than since.
+func exitFiles(p childPlan, j runJob, since time.Time) nccllog.ExitFiles {
+	x := nccllog.ExitFiles{Pattern: p.debugFile, TorchFile: p.torchFile, Since: since}
+	if j.cred != nil {
+		x.Cred = &safefile.Cred{UID: j.cred.UID, GID: j.cred.GID, Groups: j.cred.Groups}
+	}
+	return x
+}
+
+// printExitWarnings prints the first maxExitWarnings warnings and how many
+// more there were.
+func printExitWarnings(e *env, warns []string) {
+	for i, w := range warns {
+		if i == maxExitWarnings {
+			fprintf(e.stderr, "ncclrun: warning: %d more files not read\n", len(warns)-i)
+			return
+		}
+		fprintf(e.stderr, "ncclrun: warning: %s\n", w)
+	}
+}

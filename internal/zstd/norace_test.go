@@ -1,6 +1,0 @@
-//go:build !race
-
-package zstd
-
-// raceEnabled stands for Go's internal/race.Enabled in the tests.
-const raceEnabled = false

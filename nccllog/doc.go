@@ -1,0 +1,20 @@
+// Package nccllog gets NCCL's lines from where they are besides CMD's
+// output, and hands them to its caller as lines or readers; what they
+// mean is the caller's business (the diagnosis package's matcher).
+//
+// The sources are:
+//   - Probe: the private directory NCCL writes its INFO log into while CMD
+//     runs (NCCL_DEBUG_FILE), followed as it grows; the lines NCCL would
+//     have printed at WARN go to CMD's stdout through a Gate, between
+//     CMD's own lines;
+//   - ExitFiles: NCCL_DEBUG_FILE's files (DebugFiles expands its %h and
+//     %p) and torchrun's error file, read once CMD has exited, as CMD's
+//     user, within bounds of size and time;
+//   - Open: a saved log, plain or compressed with gzip, bzip2, zstd or xz,
+//     decompressed within DecoderCap.
+//
+// Every file a less privileged process could have placed is opened
+// through internal/safefile: a regular file reached without a symbolic
+// link. Do not use this package for CMD's own output: that is relayed by
+// the launcher.
+package nccllog

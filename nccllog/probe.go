@@ -1,0 +1,253 @@
+package nccllog
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/ncclrun/ncclrun/internal/safefile"
+)
+
+const (
+	// probePoll is how often the probe reads the files while CMD runs.
+	probePoll = 100 * time.Millisecond
+	// maxProbeBytes bounds what the probe reads of one file.
+	maxProbeBytes = 64 << 20
+	// probeFilePrefix starts the name of every file NCCL writes there.
+	probeFilePrefix = "nccl."
+)
+
+// Probe follows the files NCCL writes into a private directory while CMD
+// runs (the transport probe: NCCL_DEBUG=INFO, NCCL_DEBUG_FILE=DebugFile()):
+// it hands every line to its feed and writes the lines NCCL would have
+// printed at WARN (its WARN lines, the version banner) to CMD's stdout
+// through Gate, between CMD's own lines. Only regular files of the
+// directory's owner, reached without a link, are read, at most
+// maxProbeBytes of each.
+type Probe struct {
+	// Dir is the private directory (mode 0700, owned by CMD's user).
+	Dir   string
+	owner int // uid the files must belong to
+	gate  *Gate
+	files map[string]*probeFile
+	stop  chan struct{}
+	done  chan struct{}
+	feed  func([]byte)
+}
+
+type probeFile struct {
+	off     int64
+	partial []byte
+	full    bool // maxProbeBytes read
+}
+
+// NewProbe makes the private directory, owned by uid and gid when they
+// are another user's (-1: ncclrun's), and a gate over stdout.
+func NewProbe(stdout io.Writer, uid, gid int) (*Probe, error) {
+	dir, err := os.MkdirTemp("", "ncclrun-nccl-")
+	if err != nil {
+		return nil, err
+	}
+	if uid >= 0 && uid != os.Geteuid() {
+		if err := os.Chown(dir, uid, gid); err != nil {
+			os.RemoveAll(dir)
+			return nil, err
+		}
+	} else {
+		uid = os.Geteuid()
+	}
+	return &Probe{Dir: dir, owner: uid, gate: &Gate{w: stdout}, files: map[string]*probeFile{}}, nil
+}
+
+// DebugFile is the NCCL_DEBUG_FILE that sends NCCL's log into the
+// directory, one file per host and process.
+func (p *Probe) DebugFile() string { return filepath.Join(p.Dir, probeFilePrefix+"%h.%p") }
+
+// Gate is the writer CMD's stdout must be relayed through.
+func (p *Probe) Gate() *Gate { return p.gate }
+
+// Start follows the files, handing every line (without its newline) to
+// feed, until Finish.
+func (p *Probe) Start(feed func(line []byte)) {
+	p.feed = feed
+	p.stop, p.done = make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(p.done)
+		t := time.NewTicker(probePoll)
+		defer t.Stop()
+		for {
+			select {
+			case <-p.stop:
+				return
+			case <-t.C:
+				p.poll(false)
+			}
+		}
+	}()
+}
+
+// Finish stops the follower, reads what is left (a last line without a
+// newline included), writes the WARN lines still waiting and removes the
+// directory. Safe without Start.
+func (p *Probe) Finish() {
+	if p.stop != nil {
+		close(p.stop)
+		<-p.done
+	}
+	p.poll(true)
+	p.gate.flush()
+	p.Remove()
+}
+
+// Remove removes the directory and what NCCL wrote there.
+func (p *Probe) Remove() { os.RemoveAll(p.Dir) }
+
+// poll reads the new bytes of every file; at the end (last) a partial
+// line counts as a line.
+func (p *Probe) poll(last bool) {
+	des, err := os.ReadDir(p.Dir)
+	if err != nil {
+		return
+	}
+	for _, de := range des {
+		name := de.Name()
+		if !strings.HasPrefix(name, probeFilePrefix) || !de.Type().IsRegular() {
+			continue
+		}
+		pf := p.files[name]
+		if pf == nil {
+			pf = &probeFile{}
+			p.files[name] = pf
+		}
+		p.readFile(filepath.Join(p.Dir, name), pf)
+		if last && len(pf.partial) > 0 {
+			p.line(pf.partial)
+			pf.partial = nil
+		}
+	}
+}
+
+// readFile reads f's new bytes: no link, a regular file of the expected
+// owner, at most maxProbeBytes in all.
+func (p *Probe) readFile(path string, pf *probeFile) {
+	if pf.full {
+		return
+	}
+	f, err := safefile.Open(path)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); !ok || int(st.Uid) != p.owner {
+		return
+	}
+	buf := make([]byte, 64<<10)
+	for pf.off < maxProbeBytes {
+		n, err := f.ReadAt(buf[:min(int64(len(buf)), maxProbeBytes-pf.off)], pf.off)
+		if n > 0 {
+			pf.off += int64(n)
+			data := append(pf.partial, buf[:n]...)
+			for {
+				i := bytes.IndexByte(data, '\n')
+				if i < 0 {
+					break
+				}
+				p.line(data[:i])
+				data = data[i+1:]
+			}
+			pf.partial = append([]byte(nil), data...)
+		}
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				return
+			}
+			break
+		}
+	}
+	if pf.off >= maxProbeBytes {
+		pf.full = true
+	}
+}
+
+// versionLine is NCCL's version banner as its INFO level prints it; at
+// WARN (VERSION) level NCCL prints the message alone.
+var versionLine = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(` NCCL INFO (NCCL version \S+.*)$`) })
+
+// line feeds one line of a debug file and gives back what NCCL would have
+// printed at WARN: its WARN lines as they are, the version banner.
+func (p *Probe) line(l []byte) {
+	l = bytes.TrimSuffix(l, []byte("\r"))
+	if p.feed != nil {
+		p.feed(l)
+	}
+	switch {
+	case bytes.Contains(l, []byte(" NCCL WARN ")):
+		p.gate.emit(l)
+	default:
+		if m := versionLine().FindSubmatch(l); m != nil {
+			p.gate.emit(m[1])
+		}
+	}
+}
+
+// Gate is CMD's stdout while the probe runs: CMD's bytes are written
+// through it unchanged, and a line the probe gives back is written only
+// between lines of CMD's output (while CMD's last byte is not a newline
+// it waits; Finish writes what still waits).
+type Gate struct {
+	mu      sync.Mutex
+	w       io.Writer
+	open    bool // CMD's last relayed byte was not a newline
+	pending [][]byte
+}
+
+func (g *Gate) Write(b []byte) (int, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	n, err := g.w.Write(b)
+	if n > 0 {
+		g.open = b[n-1] != '\n'
+	}
+	if !g.open {
+		g.writePending()
+	}
+	return n, err
+}
+
+// emit writes line (without its newline) now or when CMD's line ends.
+func (g *Gate) emit(line []byte) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.pending = append(g.pending, append(append([]byte(nil), line...), '\n'))
+	if !g.open {
+		g.writePending()
+	}
+}
+
+func (g *Gate) flush() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.open && len(g.pending) > 0 {
+		_, _ = g.w.Write([]byte{'\n'}) // CMD ended without a newline: do not glue a line to it
+		g.open = false
+	}
+	g.writePending()
+}
+
+func (g *Gate) writePending() {
+	for _, l := range g.pending {
+		_, _ = g.w.Write(l)
+	}
+	g.pending = nil
+}

@@ -1,0 +1,97 @@
+package nccllog
+
+import (
+	"bytes"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestLineGate(t *testing.T) {
+	var b bytes.Buffer
+	g := &Gate{w: &b}
+	g.emit([]byte("W1"))
+	_, _ = g.Write([]byte("loss 0.5"))
+	g.emit([]byte("W2")) // waits: CMD is inside a line
+	assert.Equal(t, "W1\nloss 0.5", b.String())
+	_, _ = g.Write([]byte("1\nstep"))
+	assert.Equal(t, "W1\nloss 0.51\nstep", b.String(), "CMD's chunk ends inside a line: W2 still waits")
+	_, _ = g.Write([]byte(" 2\n"))
+	assert.Equal(t, "W1\nloss 0.51\nstep 2\nW2\n", b.String())
+	_, _ = g.Write([]byte("tail"))
+	g.emit([]byte("W3"))
+	g.flush()
+	assert.Equal(t, "W1\nloss 0.51\nstep 2\nW2\ntail\nW3\n", b.String(), "at exit a waiting line gets its own line")
+}
+
+func TestProbeReadsFilesAndGivesBackWarn(t *testing.T) {
+	var out bytes.Buffer
+	p, err := NewProbe(&out, -1, -1)
+	require.NoError(t, err)
+	assert.Equal(t, filepath.Join(p.Dir, "nccl.%h.%p"), p.DebugFile())
+	fi, err := os.Stat(p.Dir)
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o700), fi.Mode().Perm(), "private directory")
+
+	var fed []string
+	p.feed = func(l []byte) { fed = append(fed, string(l)) }
+	f1 := filepath.Join(p.Dir, "nccl.n1.101")
+	require.NoError(t, os.WriteFile(f1, []byte("n1:101:101 [0] NCCL INFO NCCL version 2.21.5+cuda12.4\nn1:101:150 [0] NCCL INFO NET/IB : No dev"), 0o600))
+	p.poll(false)
+	assert.Equal(t, []string{"n1:101:101 [0] NCCL INFO NCCL version 2.21.5+cuda12.4"}, fed, "a partial line waits")
+	appendFile(t, f1, "ice found.\nn1:101:150 [0] misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to 10.0.0.2<5000> failed : Connection refused\n")
+	require.NoError(t, os.Symlink("/etc/passwd", filepath.Join(p.Dir, "nccl.n1.666")))
+	require.NoError(t, os.WriteFile(filepath.Join(p.Dir, "other"), []byte("x NCCL WARN not ours\n"), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(p.Dir, "nccl.n1.102"), []byte("n1:102:102 [1] NCCL INFO Using network Socket"), 0o600))
+	p.poll(false)
+	p.Finish()
+	sort.Strings(fed)
+	assert.Equal(t, []string{
+		"n1:101:101 [0] NCCL INFO NCCL version 2.21.5+cuda12.4",
+		"n1:101:150 [0] NCCL INFO NET/IB : No device found.",
+		"n1:101:150 [0] misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to 10.0.0.2<5000> failed : Connection refused",
+		"n1:102:102 [1] NCCL INFO Using network Socket",
+	}, fed, "every line of NCCL's files, the last one without its newline too; no link, no other file")
+	assert.Equal(t, "NCCL version 2.21.5+cuda12.4\n"+
+		"n1:101:150 [0] misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to 10.0.0.2<5000> failed : Connection refused\n",
+		out.String(), "what NCCL prints at WARN: the version banner and the WARN lines")
+	_, err = os.Stat(p.Dir)
+	assert.ErrorIs(t, err, fs.ErrNotExist, "Finish removes the directory")
+}
+
+func appendFile(t *testing.T, path, s string) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	require.NoError(t, err)
+	_, err = f.WriteString(s)
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+}
+
+// TestProbeFollowerAndFinish: the follower goroutine and finish hand every
+// line over once, whatever the timing (run with -race).
+func TestProbeFollowerAndFinish(t *testing.T) {
+	var out bytes.Buffer
+	p, err := NewProbe(&out, -1, -1)
+	require.NoError(t, err)
+	var mu sync.Mutex
+	n := 0
+	p.Start(func([]byte) { mu.Lock(); n++; mu.Unlock() })
+	f := filepath.Join(p.Dir, "nccl.n1.7")
+	require.NoError(t, os.WriteFile(f, nil, 0o600))
+	for i := 0; i < 200; i++ {
+		appendFile(t, f, "n1:7:7 [0] NCCL INFO line\n")
+	}
+	appendFile(t, f, "n1:7:7 [0] x.cc:1 NCCL WARN last")
+	p.Finish()
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, 201, n)
+	assert.Equal(t, "n1:7:7 [0] x.cc:1 NCCL WARN last\n", out.String())
+}
