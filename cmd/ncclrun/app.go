@@ -84,9 +84,9 @@ type flagKinds struct {
 
 var flagWords = sync.OnceValue(func() flagKinds {
 	w := flagKinds{value: map[string]bool{}, boolean: map[string]bool{}}
-	for _, f := range cachedNames(append(globalFlags(), cli.HelpFlag)) {
+	for _, f := range append(globalFlags(), cli.HelpFlag) {
 		kind := w.value
-		if _, ok := f.(*cachedBool); ok {
+		if d, ok := f.(cli.DocGenerationFlag); ok && !d.TakesValue() {
 			kind = w.boolean
 		}
 		for _, n := range f.Names() {
@@ -339,7 +339,6 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		launcher.CatchSignals()
 	}
 	app := buildApp(e, only)
-	cacheFlagNames(app)
 	err := app.RunContext(context.Background(), args)
 	return exitStatus(err, stderr)
 }

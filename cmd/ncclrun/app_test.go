@@ -8,25 +8,6 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
-// TestCachedFlagNames: every flag keeps its names, its type's other methods
-// (help text) and its place, and a second Names returns the same slice.
-func TestCachedFlagNames(t *testing.T) {
-	plain, cached := newApp(&env{}), newApp(&env{})
-	cacheFlagNames(cached)
-	require.Len(t, cached.Commands, len(plain.Commands))
-	for i, c := range cached.Commands {
-		p := plain.Commands[i]
-		require.Len(t, c.Flags, len(p.Flags), c.Name)
-		for j, f := range c.Flags {
-			assert.Equal(t, p.Flags[j].Names(), f.Names(), "%s flag %d", c.Name, j)
-			assert.Equal(t, p.Flags[j].String(), f.String(), "%s flag %d help", c.Name, j)
-			if n := f.Names(); len(n) > 0 {
-				assert.Same(t, &n[0], &f.Names()[0], "%s flag %d computed once", c.Name, j)
-			}
-		}
-	}
-}
-
 // TestBuildAppOnlyTheRunningCommand: the command that runs gets exactly
 // newApp's flags, the others none; the app keeps the global flags (parsed
 // before every command) unless the command parses them itself; args that
@@ -62,18 +43,4 @@ func TestBuildAppOnlyTheRunningCommand(t *testing.T) {
 	}
 	assert.Equal(t, "run", flagsFor(normalize([]string{"ncclrun", "--", "true"})))
 	assert.Equal(t, "doctor", flagsFor(normalize([]string{"ncclrun", "--strict", "doctor"})))
-}
-
-// TestFlagNamesAsTheLibrary: the same names as cli.FlagNames, v1 forms and
-// lines included.
-func TestFlagNamesAsTheLibrary(t *testing.T) {
-	for _, tc := range []struct {
-		name    string
-		aliases []string
-	}{
-		{"root", nil}, {"kill-after", []string{"k"}}, {"", nil}, {"a, b", []string{"c d", ",", " "}},
-		{"a,b\nc d", nil}, {"x ,\n,y\n", []string{"\n", "p\n q"}}, {"  lead", []string{"t  "}},
-	} {
-		assert.Equal(t, cli.FlagNames(tc.name, tc.aliases), flagNames(tc.name, tc.aliases), "%q %q", tc.name, tc.aliases)
-	}
 }
