@@ -21,26 +21,19 @@ type NetInterface struct {
 
 func (i NetInterface) usable() bool { return i.Up && len(i.Addrs) > 0 }
 
-// netLink is what preflight uses of a network interface: its name, index
-// and whether it is up.
-type netLink struct {
-	name  string
-	index int
-	up    bool
-}
-
-// liveInterfaces lists the interfaces and their addresses (linksAndAddrs:
-// on Linux one netlink socket, one link dump and one address dump); the
+// liveInterfaces lists the interfaces (net.Interfaces) and their
+// addresses; an interface whose addresses cannot be read has none, and the
 // IPv6 loopback address is left out as NCCL leaves it out.
 func liveInterfaces() ([]NetInterface, error) {
-	links, byIndex, err := linksAndAddrs()
+	ifs, err := net.Interfaces()
 	if err != nil {
 		return nil, fmt.Errorf("list interfaces: %w", err)
 	}
-	var out []NetInterface
-	for _, l := range links {
-		ni := NetInterface{Name: l.name, Up: l.up}
-		for _, a := range byIndex[l.index] {
+	out := make([]NetInterface, 0, len(ifs))
+	for _, i := range ifs {
+		ni := NetInterface{Name: i.Name, Up: i.Flags&net.FlagUp != 0}
+		addrs, _ := i.Addrs()
+		for _, a := range addrs {
 			ipn, ok := a.(*net.IPNet)
 			if !ok || (ipn.IP.To4() == nil && ipn.IP.IsLoopback()) {
 				continue
