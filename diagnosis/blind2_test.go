@@ -22,8 +22,9 @@ const blind2Dir = "testdata/blind2"
 // TestBlind2Suite runs the second blind suite with the corpus rules.
 func TestBlind2Suite(t *testing.T) { checkCorpus(t, blind2Dir) }
 
-// TestBlind2Score logs its score (go test -run BlindScore -v).
-func TestBlind2Score(t *testing.T) { logScore(t, "blind2", blind2Dir) }
+// TestBlind2Score logs its score (go test -run Blind2Score -v) and fails
+// below its floor.
+func TestBlind2Score(t *testing.T) { logScore(t, "blind2", blind2Dir, scoreFloor{right: 25, of: 25}) }
 
 // TestBlind2SuiteShape: every row has a log and a reason, every log a
 // row, every id named is a catalog id, the multi-host logs are long

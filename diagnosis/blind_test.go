@@ -20,8 +20,9 @@ const blindDir = "testdata/blind"
 // diagnosis is one of expect, no forbidden id appears, ["*"] means none.
 func TestBlindSuite(t *testing.T) { checkCorpus(t, blindDir) }
 
-// TestBlindScore logs the blind suite's score (go test -run BlindScore -v).
-func TestBlindScore(t *testing.T) { logScore(t, "blind", blindDir) }
+// TestBlindScore logs the blind suite's score (go test -run BlindScore -v)
+// and fails below its floor.
+func TestBlindScore(t *testing.T) { logScore(t, "blind", blindDir, scoreFloor{right: 67, of: 67}) }
 
 // blindCase is a row of testdata/blind/cases.json.
 type blindCase struct {
