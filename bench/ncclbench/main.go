@@ -1,6 +1,6 @@
 // Command ncclbench is the helper of scripts/bench.sh, the whole-process
-// comparison of `ncclrun run` with what users would run instead (a plain
-// `cat` relay, tini, dumb-init). It generates realistic NCCL output, plays
+// comparison of `ncclrun` with what users would run instead (a plain
+// `cat` relay, a static Go program, `grep -c`). It generates realistic NCCL output, plays
 // 64 ranks writing into one pipe, times commands and measures how long a
 // partial line takes to get through a supervisor. It is not part of
 // ncclrun.
@@ -8,7 +8,6 @@
 //	ncclbench gen -size 256MiB -o FILE        NCCL INFO lines, exactly SIZE bytes
 //	ncclbench mixed -size 256MiB -warn-every 100 [-procs N] -o FILE  INFO lines with WARN lines
 //	ncclbench pace -rate 200MiB FILE          FILE on stdout at RATE bytes/s
-//	ncclbench splice                          stdin to stdout by splice(2) (pipes)
 //	ncclbench exitlat -n 5 -- CMD... ncclbench catstamp FILE  child's end to CMD's exit
 //	ncclbench longline -size 256MiB           SIZE bytes on stdout, no newline
 //	ncclbench ranks -n 64 -size 256MiB        n rank processes, one write(2) per line
@@ -33,7 +32,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: ncclbench gen|mixed|pace|splice|catstamp|exitlat|longline|ranks|rank|time|latency|echo-partial [flags]")
+		fmt.Fprintln(os.Stderr, "usage: ncclbench gen|mixed|pace|catstamp|exitlat|longline|ranks|rank|time|latency|echo-partial [flags]")
 		os.Exit(2)
 	}
 	var err error
@@ -44,8 +43,6 @@ func main() {
 		err = cmdMixed(args)
 	case "pace":
 		err = cmdPace(args)
-	case "splice":
-		err = cmdSplice(args)
 	case "catstamp":
 		err = cmdCatStamp(args)
 	case "exitlat":
