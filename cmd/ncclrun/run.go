@@ -387,7 +387,7 @@ type outcome struct {
 // diagnoses, the signal's name and torchrun's error file.
 //
 // Those files are read as CMD's user, without following links, within the
-// bounds of exitfiles.go; a terminating signal meanwhile stops the reading.
+// bounds of nccllog.ExitFiles; a terminating signal meanwhile stops the reading.
 func collect(e *env, j runJob, p childPlan, w *watch, res launcher.Result, term <-chan os.Signal) outcome {
 	out := outcome{res: res}
 	if p.probe != nil {
