@@ -1,6 +1,8 @@
 // Package nccllog gets NCCL's lines from where they are besides CMD's
-// output, and hands them to its caller as lines or readers; what they
-// mean is the caller's business (the diagnosis package's matcher).
+// output, and hands them to its caller; what they mean is the caller's
+// business (the diagnosis package's matcher). Lines come as Lines, chunks
+// of whole lines, the shape of CMD's relayed output, so that one seam
+// takes every source (Split turns a reader into Lines).
 //
 // The sources are:
 //   - Probe: the private directory NCCL writes its INFO log into while CMD

@@ -26,7 +26,7 @@ const (
 
 // Probe follows the files NCCL writes into a private directory while CMD
 // runs (the transport probe: NCCL_DEBUG=INFO, NCCL_DEBUG_FILE=DebugFile()):
-// it hands every line to its feed and writes the lines NCCL would have
+// it hands every line to its Lines and writes the lines NCCL would have
 // printed at WARN (its WARN lines, the version banner) to CMD's stdout
 // through Gate, between CMD's own lines. Only regular files of the
 // directory's owner, reached without a link, are read, at most
@@ -39,7 +39,7 @@ type Probe struct {
 	files map[string]*probeFile
 	stop  chan struct{}
 	done  chan struct{}
-	feed  func([]byte)
+	feed  Lines
 }
 
 type probeFile struct {
@@ -73,10 +73,9 @@ func (p *Probe) DebugFile() string { return filepath.Join(p.Dir, probeFilePrefix
 // Gate is the writer CMD's stdout must be relayed through.
 func (p *Probe) Gate() *Gate { return p.gate }
 
-// Start follows the files, handing every line (without its newline) to
-// feed, until Finish.
-func (p *Probe) Start(feed func(line []byte)) {
-	p.feed = feed
+// Start follows the files, handing their lines to lines, until Finish.
+func (p *Probe) Start(lines Lines) {
+	p.feed = lines
 	p.stop, p.done = make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(p.done)
@@ -128,7 +127,7 @@ func (p *Probe) poll(last bool) {
 		}
 		p.readFile(filepath.Join(p.Dir, name), pf)
 		if last && len(pf.partial) > 0 {
-			p.line(pf.partial)
+			p.lines(append(pf.partial, '\n'))
 			pf.partial = nil
 		}
 	}
@@ -158,15 +157,11 @@ func (p *Probe) readFile(path string, pf *probeFile) {
 		if n > 0 {
 			pf.off += int64(n)
 			data := append(pf.partial, buf[:n]...)
-			for {
-				i := bytes.IndexByte(data, '\n')
-				if i < 0 {
-					break
-				}
-				p.line(data[:i])
-				data = data[i+1:]
+			end := bytes.LastIndexByte(data, '\n') + 1
+			if end > 0 {
+				p.lines(data[:end])
 			}
-			pf.partial = append([]byte(nil), data...)
+			pf.partial = append([]byte(nil), data[end:]...)
 		}
 		if err != nil {
 			if !errors.Is(err, io.EOF) {
@@ -184,19 +179,23 @@ func (p *Probe) readFile(path string, pf *probeFile) {
 // WARN (VERSION) level NCCL prints the message alone.
 var versionLine = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(` NCCL INFO (NCCL version \S+.*)$`) })
 
-// line feeds one line of a debug file and gives back what NCCL would have
-// printed at WARN: its WARN lines as they are, the version banner.
-func (p *Probe) line(l []byte) {
-	l = bytes.TrimSuffix(l, []byte("\r"))
+// lines feeds whole lines of a debug file and gives back what NCCL would
+// have printed at WARN: its WARN lines as they are, the version banner.
+func (p *Probe) lines(chunk []byte) {
 	if p.feed != nil {
-		p.feed(l)
+		p.feed(chunk)
 	}
-	switch {
-	case bytes.Contains(l, []byte(" NCCL WARN ")):
-		p.gate.emit(l)
-	default:
-		if m := versionLine().FindSubmatch(l); m != nil {
-			p.gate.emit(m[1])
+	for rest := chunk; len(rest) > 0; {
+		i := bytes.IndexByte(rest, '\n')
+		l := bytes.TrimSuffix(rest[:i], []byte("\r"))
+		rest = rest[i+1:]
+		switch {
+		case bytes.Contains(l, []byte(" NCCL WARN ")):
+			p.gate.emit(l)
+		default:
+			if m := versionLine().FindSubmatch(l); m != nil {
+				p.gate.emit(m[1])
+			}
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 
@@ -40,7 +41,10 @@ func TestProbeReadsFilesAndGivesBackWarn(t *testing.T) {
 	assert.Equal(t, os.FileMode(0o700), fi.Mode().Perm(), "private directory")
 
 	var fed []string
-	p.feed = func(l []byte) { fed = append(fed, string(l)) }
+	p.feed = func(chunk []byte) {
+		require.Equal(t, byte('\n'), chunk[len(chunk)-1], "whole lines")
+		fed = append(fed, strings.Split(string(chunk[:len(chunk)-1]), "\n")...)
+	}
 	f1 := filepath.Join(p.Dir, "nccl.n1.101")
 	require.NoError(t, os.WriteFile(f1, []byte("n1:101:101 [0] NCCL INFO NCCL version 2.21.5+cuda12.4\nn1:101:150 [0] NCCL INFO NET/IB : No dev"), 0o600))
 	p.poll(false)
@@ -82,7 +86,7 @@ func TestProbeFollowerAndFinish(t *testing.T) {
 	require.NoError(t, err)
 	var mu sync.Mutex
 	n := 0
-	p.Start(func([]byte) { mu.Lock(); n++; mu.Unlock() })
+	p.Start(func(chunk []byte) { mu.Lock(); n += bytes.Count(chunk, []byte("\n")); mu.Unlock() })
 	f := filepath.Join(p.Dir, "nccl.n1.7")
 	require.NoError(t, os.WriteFile(f, nil, 0o600))
 	for i := 0; i < 200; i++ {

@@ -351,7 +351,7 @@ func supervise(e *env, j runJob, p childPlan, w *watch, term <-chan os.Signal) (
 	}
 	w.started = time.Now().Add(-time.Second) // file times have coarse granularity
 	if p.probe != nil {
-		p.probe.Start(func(l []byte) { w.onLine(launcher.Stdout, l) })
+		p.probe.Start(w.sourceLines)
 	}
 	res, err := launcher.Run(cfg)
 	if err != nil {
@@ -396,15 +396,11 @@ func collect(e *env, j runJob, p childPlan, w *watch, res launcher.Result, term 
 	for len(term) > 0 {
 		<-term // signals during the run were the launcher's to forward
 	}
-	w.mu.Lock()
 	var reads nccllog.ExitReads
 	if p.debugFile != "" || p.torchFile != "" {
-		reads = exitFiles(p, j, w.started).Read(func(r io.Reader) {
-			if p.debugFile != "" {
-				_ = diagnosis.FeedReader(w.matcher(), r)
-			}
-		}, term)
+		reads = exitFiles(p, j, w.started).Read(func(r io.Reader) { _ = nccllog.Split(r, w.sourceLines) }, term)
 	}
+	w.mu.Lock()
 	if w.m != nil {
 		out.ds = w.m.Diagnoses()
 	}

@@ -4,8 +4,15 @@ import (
 	"time"
 
 	"github.com/ncclrun/ncclrun/internal/safefile"
+	"github.com/ncclrun/ncclrun/launcher"
 	"github.com/ncclrun/ncclrun/nccllog"
 )
+
+// sourceLines is nccllog.Lines for run's other sources of NCCL lines (the
+// transport probe's files while CMD runs, NCCL_DEBUG_FILE's after it
+// exits): they reach the matcher through the seam CMD's output takes,
+// never shed, each diagnosis printed as it is found.
+func (w *watch) sourceLines(chunk []byte) { w.feedLines(launcher.Stdout, chunk, false) }
 
 // maxExitWarnings is how many files not read are named one by one.
 const maxExitWarnings = 5
