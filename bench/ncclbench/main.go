@@ -1,9 +1,9 @@
 // Command ncclbench is the helper of scripts/bench.sh, the whole-process
-// comparison of `ncclrun` with what users would run instead (a plain
-// `cat` relay, a static Go program, `grep -c`). It generates realistic NCCL output, plays
-// 64 ranks writing into one pipe, times commands and measures how long a
-// partial line takes to get through a supervisor. It is not part of
-// ncclrun.
+// comparison of `ncclrun` with what users would run instead (a plain `cat`
+// relay, a static Go program, `grep -c`). It generates realistic NCCL
+// output, plays 64 ranks writing into one pipe, times commands and
+// measures how long a partial line takes to get through a supervisor. It
+// is not part of ncclrun.
 //
 //	ncclbench gen -size 256MiB -o FILE        NCCL INFO lines, exactly SIZE bytes
 //	ncclbench mixed -size 256MiB -warn-every 100 [-procs N] -o FILE  INFO lines with WARN lines
