@@ -70,12 +70,14 @@ build() {
   [ -n "$kpkg" ] || die "apt-cache knows no linux-image-amd64 (apt-get update?)"
   local pkgs versions key out
   pkgs="$(packages "$kpkg")"
-  versions="$(for p in $pkgs; do
-    printf '%s=%s\n' "$p" "$(apt-cache show --no-all-versions "$p" 2>/dev/null | awk '/^Version:/ { print $2; exit }')"
-  done)"
-  if grep -q '=$' <<<"$versions"; then
-    die "apt-cache knows no version of: $(grep '=$' <<<"$versions" | tr -d = | tr '\n' ' ')"
-  fi
+  # shellcheck disable=SC2086 # one word per package
+  versions="$(apt-cache show --no-all-versions $pkgs 2>/dev/null |
+    awk '/^Package:/ { p = $2 } /^Version:/ && p != "" { print p "=" $2; p = "" }' | sort -u)"
+  local missing=()
+  for p in $pkgs; do
+    grep -q "^$p=" <<<"$versions" || missing+=("$p")
+  done
+  [ "${#missing[@]}" -eq 0 ] || die "apt-cache knows no version of: ${missing[*]}"
   key="$( (echo "$MODULES"; echo "$versions"; sha256sum "$0" | cut -d' ' -f1) | sha256sum | cut -c1-16)"
   out="$cache/$key"
   if [ -s "$out/base.cpio" ] && [ -s "$out/vmlinuz" ]; then
@@ -83,10 +85,10 @@ build() {
     return
   fi
   mkdir -p "$cache/debs"
-  local missing=()
+  missing=()
   for pv in $versions; do
     local p="${pv%%=*}" v="${pv#*=}"
-    compgen -G "$cache/debs/${p}_*" >/dev/null && ls "$cache/debs/${p}"_* | grep -qF "_${v//:/%3a}_" || missing+=("$p=$v")
+    compgen -G "$cache/debs/${p}_${v//:/%3a}_*.deb" >/dev/null || missing+=("$p=$v")
   done
   if [ "${#missing[@]}" -gt 0 ]; then
     (cd "$cache/debs" && apt-get download -q "${missing[@]}" >&2) || die "apt-get download failed"
@@ -115,7 +117,7 @@ build() {
   for d in bin sbin lib lib64; do
     [ -d "$stage/$d" ] && [ ! -L "$stage/$d" ] && cp -a "$stage/$d/." "$root/usr/$d/"
   done
-  rm -rf "$root/lib"
+  rm -rf "${root:?}/lib"
   for d in bin sbin lib lib64; do ln -s "usr/$d" "$root/$d"; done
   cp -a "$stage/usr/bin/." "$root/usr/bin/"
   cp -a "$stage/usr/sbin/." "$root/usr/sbin/"
@@ -134,6 +136,7 @@ build() {
     [ -n "$rel" ] || die "no module $1 in $kpkg"
     case "$seen" in *" $rel "*) return ;; esac
     seen+="$rel "
+    # shellcheck disable=SC2013 # modules.dep's dependencies are words
     for dep in $(awk -v r="$rel" -F: '$1 == r { print $2; exit }' "$stage/lib/modules/$kver/modules.dep"); do
       add_module "$(basename "$dep" | sed 's/\.ko.*$//; s/-/_/g')"
     done
@@ -202,6 +205,8 @@ EOF
   mkdir -p "$out"
   mv "$work/vmlinuz" "$work/base.cpio" "$out/"
   echo "$versions" >"$out/versions"
+  # Builds for other versions are of no further use.
+  find "$cache" -mindepth 1 -maxdepth 1 -type d ! -name debs ! -name "$key" ! -name 'build.*' -exec rm -rf {} +
   echo "$out"
 }
 

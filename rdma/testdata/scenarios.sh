@@ -1,3 +1,5 @@
+# shellcheck shell=sh disable=SC2086,SC3043
+# (the commands below are words on purpose; busybox's sh has local)
 # The scenarios of the Soft-RoCE suite, run as root by the VM's init
 # (scripts/rdma-vm.sh run) once rxe0 is ACTIVE on dummy0. Each scenario
 # prints, on the serial console:
@@ -51,7 +53,8 @@ one() {
 # listening PID PORT: wait until PID listens on TCP PORT (true) or has
 # exited (false).
 listening() {
-  local hex=$(printf '%04X' "$2")
+  local hex
+  hex=$(printf '%04X' "$2")
   while kill -0 "$1" 2>/dev/null; do
     grep -qE "^ *[0-9]+: [0-9A-F]+:$hex [0-9A-F]+:0000 0A" /proc/net/tcp /proc/net/tcp6 && return 0
     usleep 20000
