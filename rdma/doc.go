@@ -11,5 +11,7 @@
 //
 // Run it with `make rdma` (go test -count=1 -tags rdma ./rdma/). Without
 // qemu-system-x86_64, apt-get, dpkg-deb, depmod or cpio the tests skip,
-// except under CI=true, where they fail. docs/rdma.md says what it proves.
+// except under CI=true, where they fail. NCCLRUN_RDMA_BIN=PATH puts a
+// static ncclrun built elsewhere in the VM instead of building this tree's.
+// docs/rdma.md says what it proves.
 package rdma
