@@ -58,3 +58,10 @@ acceptance:
 
 clean:
 	rm -rf bin dist
+
+# The Soft-RoCE suite (rdma/, docs/rdma.md): a qemu VM with Debian's kernel
+# and verbs stack, assembled by scripts/rdma-vm.sh and cached outside the
+# repository; real ibv_reg_mr failures and the ways out of them.
+.PHONY: rdma
+rdma:
+	$(GO) test -count=1 -timeout 20m -tags rdma ./rdma/

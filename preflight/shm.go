@@ -194,18 +194,28 @@ func shmFix(kind Platform) string {
 }
 
 // checkShm returns the shm check and the size of /dev/shm (0: unknown).
+// With no local GPU the size is reported, not judged (Skip).
 func checkShm(s sysRoot, gpus int, kind Platform) (Result, int64) {
 	size, source, err := shmSize(s)
 	if err != nil {
 		return Result{ID: IDShm, Status: Warn, Summary: fmt.Sprintf("The size of /dev/shm could not be determined: %v", err),
 			Details: map[string]any{"error": err.Error()}}, 0
 	}
+	if gpus == 0 {
+		// NCCL's SHM transport carries data between local GPUs: with none
+		// there is nothing to judge the size against.
+		return Result{ID: IDShm, Status: Skip,
+			Summary: fmt.Sprintf("/dev/shm is %s; no local GPU found, so NCCL's SHM transport needs none of it here", units.FormatSize(size)),
+			Details: map[string]any{"size_bytes": size, "source": source, "gpus": 0, "recommended_bytes": int64(recommendedShm)}}, size
+	}
 	need := shmEstimate(gpus)
 	d := map[string]any{"size_bytes": size, "source": source, "estimate_bytes": need, "gpus": gpus, "recommended_bytes": int64(recommendedShm)}
 	r := Result{ID: IDShm, Details: d}
 	gpuWord := fmt.Sprintf("%d local GPUs", gpus)
-	if gpus < 2 {
-		gpuWord = "2 local GPUs (assumed)"
+	if gpus == 1 {
+		// One GPU has no local peer; the estimate is that of the smallest
+		// job that uses the SHM transport.
+		gpuWord = "2 local GPUs (1 found)"
 	}
 	switch {
 	case size >= recommendedShm:

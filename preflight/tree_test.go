@@ -88,10 +88,10 @@ func TestTrees(t *testing.T) {
 		{tree: "shm-64m", kind: "docker", statuses: all(map[string]Status{IDShm: Fail, IDRDMA: Skip, IDGPUDirect: Skip}), rule: ruleUnlimited, via: "inherited"},
 		{tree: "no-peermem", kind: "host", statuses: all(map[string]Status{IDGPUDirect: Warn}), rule: ruleUnlimited, via: "inherited"},
 		{tree: "k8s-trap", kind: "kubernetes", statuses: all(map[string]Status{IDMemlock: Fail, IDCapabilities: Warn, IDShm: OK}), rule: ruleK8sTrap, via: "none"},
-		{tree: "docker-root", kind: "docker", statuses: all(map[string]Status{IDMemlock: Fail, IDCapabilities: Warn, IDShm: Warn, IDRDMA: Skip, IDGPU: Skip, IDGPUDirect: Skip}), rule: ruleRootNoIPCLock, via: "none", min: DefaultMinMemlock},
+		{tree: "docker-root", kind: "docker", statuses: all(map[string]Status{IDMemlock: Fail, IDCapabilities: Warn, IDShm: Skip, IDRDMA: Skip, IDGPU: Skip, IDGPUDirect: Skip}), rule: ruleRootNoIPCLock, via: "none", min: DefaultMinMemlock},
 		{tree: "slurm", env: []string{"SLURM_JOB_ID=42", "SLURM_PROCID=0"}, kind: "slurm", statuses: all(map[string]Status{IDRDMA: Skip, IDGPUDirect: Skip}), rule: ruleUnlimited, via: "none"},
-		{tree: "userns", kind: "docker", statuses: all(map[string]Status{IDMemlock: Fail, IDCapabilities: Warn, IDShm: Warn, IDRDMA: Skip, IDGPU: Skip, IDGPUDirect: Skip}), rule: ruleUserNS, via: "none", min: DefaultMinMemlock},
-		{tree: "nnp", kind: "kubernetes", statuses: all(map[string]Status{IDMemlock: Fail, IDCapabilities: Warn, IDShm: OK, IDRDMA: Skip, IDGPU: Skip, IDGPUDirect: Skip}), rule: ruleK8sTrap, via: "none", min: DefaultMinMemlock},
+		{tree: "userns", kind: "docker", statuses: all(map[string]Status{IDMemlock: Fail, IDCapabilities: Warn, IDShm: Skip, IDRDMA: Skip, IDGPU: Skip, IDGPUDirect: Skip}), rule: ruleUserNS, via: "none", min: DefaultMinMemlock},
+		{tree: "nnp", kind: "kubernetes", statuses: all(map[string]Status{IDMemlock: Fail, IDCapabilities: Warn, IDShm: Skip, IDRDMA: Skip, IDGPU: Skip, IDGPUDirect: Skip}), rule: ruleK8sTrap, via: "none", min: DefaultMinMemlock},
 		{tree: "garbled", kind: "host", statuses: map[string]Status{IDEnvironment: OK, IDMemlock: Warn, IDCapabilities: Warn, IDRDMA: Fail, IDShm: Warn, IDGPU: OK, IDGPUDirect: Warn, IDNetwork: Fail}, rule: ruleUnknown, via: "none"},
 	}
 	for _, tc := range cases {
@@ -151,6 +151,15 @@ func TestTreeResults(t *testing.T) {
 			Summary: "/dev/shm is 64 MiB (the container default) and cannot hold the about 1.0 GiB NCCL's SHM transport needs for 8 local GPUs",
 			Fix:     shmFix("docker"),
 			Details: map[string]any{"size_bytes": int64(64 << 20), "source": "proc/self/mountinfo", "estimate_bytes": int64(8 * 7 * 2 * 9637888), "gpus": 8, "recommended_bytes": int64(1 << 30)}}, got)
+	})
+	t.Run("shm without a GPU", func(t *testing.T) {
+		// No GPU in the tree: the size is reported, never judged against
+		// GPUs that are not there.
+		r := Run(context.Background(), Options{Root: "testdata/docker-root", Env: []string{}})
+		got, _ := r.Check(IDShm)
+		assert.Equal(t, Result{ID: IDShm, Status: Skip,
+			Summary: "/dev/shm is 64 MiB; no local GPU found, so NCCL's SHM transport needs none of it here",
+			Details: map[string]any{"size_bytes": int64(64 << 20), "source": "proc/self/mountinfo", "gpus": 0, "recommended_bytes": int64(1 << 30)}}, got)
 	})
 	t.Run("k8s-trap memlock", func(t *testing.T) {
 		r := Run(context.Background(), Options{Root: "testdata/k8s-trap", Env: []string{}})
