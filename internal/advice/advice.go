@@ -63,6 +63,13 @@ const (
 	// PrivilegedNamespace: a namespace whose Pod Security level admits
 	// added capabilities.
 	PrivilegedNamespace Fix = "privileged-namespace"
+	// DriverUpgrade: make the node's NVIDIA driver fit the CUDA runtime
+	// the job was built with (upgrade it, or run a build for an older
+	// CUDA), and let the node's libcuda.so, not a copy in the image, load.
+	DriverUpgrade Fix = "driver-upgrade"
+	// FabricManager: bring up the NVSwitch fabric (nvidia-fabricmanager)
+	// and, for multi-node NVLink, IMEX on the node.
+	FabricManager Fix = "fabric-manager"
 )
 
 // Who is the user CMD runs as, for fixes that name it.
@@ -128,6 +135,28 @@ func Text(f Fix, p Platform, w Who) string {
 		return "set the limit where the container is started, or leave the user namespace (Kubernetes `hostUsers: true`; rootful Docker or Podman)"
 	case PrivilegedNamespace:
 		return "Pod Security Admission's baseline and restricted levels reject an added IPC_LOCK: run the pod in a namespace labelled `pod-security.kubernetes.io/enforce: privileged`, or add no capability and set the limit per pod or per node"
+	case DriverUpgrade:
+		switch p {
+		case Kubernetes:
+			return "upgrade the NVIDIA driver on the GPU nodes (the GPU Operator's `driver.version`, or the node image) to one whose `nvidia-smi` \"CUDA Version\" is at least the image's CUDA, or use an image built for an older CUDA; the image must not ship its own libcuda.so (the NVIDIA container toolkit mounts the node's)"
+		case Docker:
+			return "upgrade the host's NVIDIA driver to one whose `nvidia-smi` \"CUDA Version\" is at least the image's CUDA, or run an image built for an older CUDA; remove any libcuda.so copied into the image so that the NVIDIA container toolkit mounts the host's"
+		case Slurm:
+			return "run on nodes whose driver supports the job's CUDA (`srun nvidia-smi` prints the newest CUDA Version the driver supports; ask the admins for a driver upgrade or a partition with one), or load a CUDA module / container built for an older CUDA"
+		default:
+			return "install an NVIDIA driver at least as new as the CUDA runtime needs (`nvidia-smi` prints the newest CUDA Version it supports) and reboot, or install a PyTorch/NCCL build for an older CUDA; on data-center GPUs the cuda-compat package is the alternative"
+		}
+	case FabricManager:
+		switch p {
+		case Kubernetes:
+			return "on the NVSwitch nodes, run nvidia-fabricmanager at the driver's exact version (the GPU Operator deploys it with the driver; check `nvidia-smi -q | grep -A2 Fabric` shows State Completed), reset the GPUs after a fabric-manager restart, and for multi-node NVLink give the pod its IMEX channel (the NVIDIA DRA driver's ComputeDomain)"
+		case Docker:
+			return "on the host, `systemctl enable --now nvidia-fabricmanager` at the driver's exact version (`nvidia-smi -q | grep -A2 Fabric` shows State Completed), reset the GPUs after a fabric-manager restart, and for multi-node NVLink run nvidia-imex and pass `--device /dev/nvidia-caps-imex-channels/channel0`"
+		case Slurm:
+			return "ask the admins to check nvidia-fabricmanager (and, for multi-node NVLink, the IMEX daemon Slurm starts per job) on the job's nodes: `nvidia-smi -q | grep -A2 Fabric` must show State Completed"
+		default:
+			return "`systemctl enable --now nvidia-fabricmanager` at the driver's exact version, check `nvidia-smi -q | grep -A2 Fabric` shows State Completed, reset the GPUs (or reboot) after a fabric-manager restart; for multi-node NVLink run nvidia-imex with the nodes in its config and check `nvidia-imex-ctl -N`"
+		}
 	case PodMemlock:
 		return "where no capability may be added (Pod Security `baseline` or `restricted`), let the runtime set the pod's limit: containerd >= 1.7 (NRI enabled; on by default from 2.0) or CRI-O >= 1.26 with NRI, the containerd/nri ulimit-adjuster plugin as a DaemonSet, and the pod annotation `ulimits.noderesource.dev/container.<container name>: '[{type: RLIMIT_MEMLOCK, soft: 18446744073709551615, hard: 18446744073709551615}]'` (examples/kubernetes/d-nri-ulimit/)"
 	}

@@ -8,7 +8,7 @@ import (
 )
 
 func TestEveryFixHasATextForEveryPlatform(t *testing.T) {
-	for _, f := range []Fix{RaiseMemlock, Ambient, RootUser, AddIPCLock, AddSetid, ExecForm, ShmSize, PodMemlock, UserNamespace, PrivilegedNamespace} {
+	for _, f := range []Fix{RaiseMemlock, Ambient, RootUser, AddIPCLock, AddSetid, ExecForm, ShmSize, PodMemlock, UserNamespace, PrivilegedNamespace, DriverUpgrade, FabricManager} {
 		for _, p := range Platforms {
 			assert.NotEmpty(t, Text(f, p, Who{UID: 1000, GID: 1000}), "%s on %s", f, p)
 		}
