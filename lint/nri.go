@@ -156,7 +156,8 @@ func readNRI(key, name string, line int, value string) nriAnnotation {
 		}
 	}
 	for _, e := range a.entries {
-		if e.canon != "" && e.soft.ok && e.hard.ok && e.hard.v < e.soft.v {
+		decoded := (e.soft.ok || !e.soft.set) && (e.hard.ok || !e.hard.set)
+		if e.canon != "" && decoded && e.hard.v < e.soft.v {
 			a.fail(fmt.Sprintf("%s has hard %d below soft %d", e.canon, e.hard.v, e.soft.v))
 		}
 	}

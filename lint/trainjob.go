@@ -69,6 +69,11 @@ func trainJobTemplates(file string, job *yaml.Node, runtimes map[string]runtimeD
 	relabel := 0 // lines of a runtime in another file point at spec.trainer
 	if rt.file != file {
 		relabel = line(tr, 1)
+		for _, kv := range pairs(spec) {
+			if kv[0].Value == "trainer" {
+				relabel = line(kv[0], relabel) // the key's line, not its value's
+			}
+		}
 	}
 	object := "TrainJob/" + str(path(job, "metadata", "name"))
 	jobs := items(path(rt.doc, "spec", "template", "spec", "replicatedJobs"))
