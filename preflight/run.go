@@ -70,6 +70,7 @@ func run(ctx context.Context, s sysRoot, opts Options, treeEnvOK bool) Report {
 	steps := []step{
 		{IDMemlock, func() Result {
 			r, v := checkMemlock(s, opts, creds, plan, kind)
+			crioAdvice(s, kind, &r)
 			verdict = v
 			rep.Facts.Memlock = MemlockFacts{Rule: v.rule, Fix: r.Fix}
 			return r

@@ -167,3 +167,31 @@ func TestFindVersionString(t *testing.T) {
 	assert.False(t, NCCLVersion{Major: 2, Minor: 28}.Before(2, 28))
 	assert.False(t, NCCLVersion{Major: 3}.Before(2, 28))
 }
+
+// TestCRIOAdvice: in a CRI-O pod under the systemd cgroup manager the
+// memlock fix starts with CRI-O's default_ulimits and says to check with
+// doctor; under containerd, or CRI-O with cgroupfs, it does not.
+func TestCRIOAdvice(t *testing.T) {
+	for _, tc := range []struct {
+		cgroup string
+		crio   bool
+	}{
+		{"0::/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod1234.slice/crio-0123abcd.scope\n", true},
+		{"0::/kubepods/besteffort/pod1234/crio-0123abcd\n", false},
+		{"0::/kubepods/besteffort/pod1234/cri-containerd-abcd\n", false},
+	} {
+		root := overlay(t, "k8s-trap", map[string]string{"proc/self/cgroup": tc.cgroup, "proc/1/cgroup": tc.cgroup})
+		rep := Run(context.Background(), Options{Root: root, Env: []string{}})
+		r, _ := rep.Check(IDMemlock)
+		require.Equal(t, Fail, r.Status)
+		first := strings.HasPrefix(r.Fix, "CRI-O with the systemd cgroup manager")
+		assert.Equal(t, tc.crio, first, r.Fix)
+		assert.Equal(t, r.Fix, rep.Facts.Memlock.Fix)
+		if tc.crio {
+			for _, w := range []string{`default_ulimits = ["memlock=-1:-1"]`, "crio.conf", "DefaultLimitMEMLOCK", "cri-o/cri-o#10006", "`ncclrun doctor` in a new pod"} {
+				assert.Contains(t, r.Fix, w)
+			}
+			assert.Equal(t, "cri-o (systemd cgroup manager)", r.Details["runtime"])
+		}
+	}
+}

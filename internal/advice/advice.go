@@ -63,6 +63,11 @@ const (
 	// PrivilegedNamespace: a namespace whose Pod Security level admits
 	// added capabilities.
 	PrivilegedNamespace Fix = "privileged-namespace"
+	// CRIOUlimits: CRI-O's own default_ulimits, the first way where CRI-O
+	// runs with the systemd cgroup manager (its containers' transient
+	// scopes may not take crio.service's LimitMEMLOCK). One text for every
+	// platform: it is about the node's runtime.
+	CRIOUlimits Fix = "crio-ulimits"
 )
 
 // Who is the user CMD runs as, for fixes that name it.
@@ -128,6 +133,8 @@ func Text(f Fix, p Platform, w Who) string {
 		return "set the limit where the container is started, or leave the user namespace (Kubernetes `hostUsers: true`; rootful Docker or Podman)"
 	case PrivilegedNamespace:
 		return "Pod Security Admission's baseline and restricted levels reject an added IPC_LOCK: run the pod in a namespace labelled `pod-security.kubernetes.io/enforce: privileged`, or add no capability and set the limit per pod or per node"
+	case CRIOUlimits:
+		return "CRI-O with the systemd cgroup manager starts each container in a transient systemd scope, which may take its limits from systemd's DefaultLimitMEMLOCK rather than crio.service's LimitMEMLOCK (cri-o/cri-o#10006, disputed), so set the limit in CRI-O itself first: `default_ulimits = [\"memlock=-1:-1\"]` in the [crio.runtime] table of /etc/crio/crio.conf (or a file in /etc/crio/crio.conf.d/), `systemctl restart crio`, then run `ncclrun doctor` in a new pod to see the limit it really gets"
 	case PodMemlock:
 		return "where no capability may be added (Pod Security `baseline` or `restricted`), let the runtime set the pod's limit: containerd >= 1.7 (NRI enabled; on by default from 2.0) or CRI-O >= 1.26 with NRI, the containerd/nri ulimit-adjuster plugin as a DaemonSet, and the pod annotation `ulimits.noderesource.dev/container.<container name>: '[{type: RLIMIT_MEMLOCK, soft: 18446744073709551615, hard: 18446744073709551615}]'` (examples/kubernetes/d-nri-ulimit/)"
 	}
