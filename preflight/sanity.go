@@ -439,12 +439,13 @@ func removeIPC(s sysRoot) (on, set, found bool, where string) {
 // ends, NCCL's /dev/shm/nccl-* under a running job included.
 func removeIPCProblem(s sysRoot, in sanityInput) []sanityProblem {
 	// Read first, whatever decides next: a snapshot (taken as root) then
-	// carries the files for the user who runs the job.
+	// carries the files for the user who runs the job. logind leaves
+	// system users (uid below 1000, root among them) alone.
 	on, set, found, where := removeIPC(s)
 	if in.kind != Host && in.kind != Slurm || in.uid < 1000 || !found || !on {
-		return nil // logind leaves system users (and root) alone
+		return nil
 	}
-	how := "RemoveIPC=yes in " + where
+	how := "RemoveIPC=yes in /" + where
 	if !set {
 		how = "RemoveIPC is not set in the logind configuration, and systemd's default is yes"
 	}

@@ -89,7 +89,7 @@ func TestEnvSanity(t *testing.T) {
 		{name: "RemoveIPC by systemd's default", files: map[string]string{"etc/systemd/logind.conf": logind}, user: "trainer", status: Warn, vars: []string{"RemoveIPC"},
 			has: []string{"systemd's default is yes", "uid 1000", "/dev/shm/nccl-*", "RemoveIPC=no"}},
 		{name: "RemoveIPC=yes in a drop-in", files: map[string]string{"etc/systemd/logind.conf": logind + "RemoveIPC=no\n", "etc/systemd/logind.conf.d/50-site.conf": "[Login]\nRemoveIPC=yes\n"}, user: "trainer",
-			status: Warn, vars: []string{"RemoveIPC"}, has: []string{"RemoveIPC=yes in etc/systemd/logind.conf.d/50-site.conf"}},
+			status: Warn, vars: []string{"RemoveIPC"}, has: []string{"RemoveIPC=yes in /etc/systemd/logind.conf.d/50-site.conf"}},
 		{name: "RemoveIPC=no in a later drop-in", files: map[string]string{"etc/systemd/logind.conf": logind, "usr/lib/systemd/logind.conf.d/10-a.conf": "[Login]\nRemoveIPC=yes\n", "etc/systemd/logind.conf.d/90-nccl.conf": "[Login]\nRemoveIPC=no\n"},
 			user: "trainer", status: OK},
 		{name: "RemoveIPC spares root", files: map[string]string{"etc/systemd/logind.conf": logind}, status: OK},
