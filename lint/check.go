@@ -174,6 +174,7 @@ func judge(ins []input) Report {
 					c, f := kubeContainers(in.name, p)
 					cs, pod = append(cs, c...), append(pod, f...)
 				}
+				pod = append(pod, misplacedNRI(in.name, d, refs)...)
 			}
 			rep.Findings = append(rep.Findings, pod...)
 			for _, c := range cs {

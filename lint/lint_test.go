@@ -146,6 +146,7 @@ func TestRules(t *testing.T) {
 		{"knobs/nri-deprecated-key.yaml", []string{}, []string{"unlimited"}},
 		{"knobs/nri-hard-below-soft.yaml", []string{"nri-annotation@6"}, []string{"no-ipc-lock"}},
 		{"knobs/nri-negative.yaml", []string{"nri-annotation@6"}, []string{"no-ipc-lock"}},
+		{"knobs/nri-on-deployment.yaml", []string{"nri-annotation@6", "node-memlock@18"}, []string{"no-ipc-lock"}},
 		{"knobs/nri-other-type-fails.yaml", []string{"nri-annotation@6"}, []string{"no-ipc-lock"}},
 		{"knobs/nri-path-typo.yaml", []string{"nri-annotation@6"}, []string{"no-ipc-lock"}},
 		{"knobs/nri-string-size.yaml", []string{"nri-annotation@6"}, []string{"no-ipc-lock"}},

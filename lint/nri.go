@@ -378,3 +378,29 @@ func podNRI(annotations *yaml.Node, names map[string]bool) (byName map[string]nr
 	}
 	return byName, orphans
 }
+
+// misplacedNRI finds ulimit-adjuster annotations on a workload's own
+// metadata (a Deployment's, a Job's): the runtime sees only the pod's, so
+// they apply nothing. Pods, and kinds without a pod template, have none.
+func misplacedNRI(file string, doc *yaml.Node, refs []podRef) []Finding {
+	kind := str(get(doc, "kind"))
+	if kind == "Pod" || kind == "List" || len(refs) == 0 {
+		return nil
+	}
+	var out []Finding
+	for _, kv := range pairs(path(doc, "metadata", "annotations")) {
+		k := kv[0].Value
+		name, ok := strings.CutPrefix(k, nriKey)
+		if !ok {
+			name, ok = strings.CutPrefix(k, nriOldKey)
+		}
+		if !ok {
+			continue
+		}
+		a := readNRI(k, name, line(kv[0], 1), str(kv[1]))
+		out = append(out, Finding{ID: IDNRIAnnotation, Severity: Error, File: file, Line: a.line, Object: refs[0].object, Container: name,
+			Message: fmt.Sprintf("The annotation %s is on the %s's own metadata, which the container runtime never sees (only the pod's annotations reach NRI), so the ulimit-adjuster applies nothing: it belongs in the pod template's metadata.", k, kind),
+			Fix:     "# in the pod template (spec.template.metadata, or the template of each replica)\n" + a.corrected(name)})
+	}
+	return out
+}
