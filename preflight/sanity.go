@@ -293,14 +293,22 @@ func topoFileProblem(s sysRoot, env map[string]string) []sanityProblem {
 	if !ok || v == "" || !strings.HasPrefix(v, "/") {
 		return nil
 	}
+	// Opened, never read: a snapshot records only that the path exists,
+	// so a variable aimed at some other file copies nothing of it.
 	rel := strings.TrimPrefix(path.Clean(v), "/")
-	_, err := s.readFile(rel)
-	if err == nil {
-		return nil
-	}
-	why := "cannot be read (" + reasonOf(err) + ")"
-	if absent(err) {
+	why := ""
+	if !s.exists(rel) {
 		why = "does not exist"
+	} else if f, err := s.open(rel); err != nil {
+		why = "cannot be read (" + reasonOf(err) + ")"
+	} else {
+		if fi, err := f.Stat(); err == nil && fi.IsDir() {
+			why = "is a directory"
+		}
+		f.Close()
+	}
+	if why == "" {
+		return nil
 	}
 	return []sanityProblem{{Variable: "NCCL_TOPO_FILE",
 		Problem: fmt.Sprintf("NCCL_TOPO_FILE=%q %s: NCCL warns and detects the topology itself, without the file's settings", v, why),

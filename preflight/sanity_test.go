@@ -79,6 +79,7 @@ func TestEnvSanity(t *testing.T) {
 		{name: "debug file per host and pid", env: []string{"NCCL_DEBUG_FILE=/shared/nccl.%h.%p", "WORLD_SIZE=16", "LOCAL_WORLD_SIZE=8"}, status: OK},
 		{name: "topology file missing", env: []string{"NCCL_TOPO_FILE=/etc/nccl/topo.xml"}, status: Warn, vars: []string{"NCCL_TOPO_FILE"}, has: []string{`NCCL_TOPO_FILE="/etc/nccl/topo.xml" does not exist`}},
 		{name: "topology file there", files: map[string]string{"etc/nccl/topo.xml": "<system version=\"1\"></system>\n"}, env: []string{"NCCL_TOPO_FILE=/etc/nccl/topo.xml"}, status: OK},
+		{name: "topology file is a directory", files: map[string]string{"etc/nccl/topo/x": ""}, env: []string{"NCCL_TOPO_FILE=/etc/nccl/topo"}, status: Warn, vars: []string{"NCCL_TOPO_FILE"}, has: []string{"cannot be read (not a regular file)"}},
 		{name: "topology file set in nccl.conf", files: map[string]string{"etc/nccl.conf": "NCCL_TOPO_FILE=/nope.xml\n"}, status: Warn, vars: []string{"NCCL_TOPO_FILE"}},
 		{name: "GID index without a GID", files: gids("0", gid), env: []string{"NCCL_IB_GID_INDEX=3"}, status: Warn, vars: []string{"NCCL_IB_GID_INDEX"},
 			has: []string{"NCCL_IB_GID_INDEX=3 but mlx5_0:1, mlx5_1:1, mlx5_2:1, mlx5_3:1 have no GID at index 3", "unset it where NCCL is 2.21 or later"}},
@@ -144,7 +145,10 @@ func TestEnvSanityRecord(t *testing.T) {
 		"usr/lib/x86_64-linux-gnu/libnccl.so.2.27.3": "", "etc/systemd/logind.conf.d/50-site.conf": "[Login]\nRemoveIPC=yes\n",
 	}))
 	seen := map[string]bool{}
-	Record(context.Background(), Options{Root: root, Env: []string{"NCCL_IB_GID_INDEX=3"}}, func(r Read) {
+	Record(context.Background(), Options{Root: root, Env: []string{"NCCL_IB_GID_INDEX=3", "NCCL_TOPO_FILE=/etc/passwd"}}, func(r Read) {
+		if r.Rel == "etc/passwd" && r.Kind == ReadExists {
+			seen["topo exists"] = true
+		}
 		if r.Err == nil {
 			seen[r.Rel] = true
 			for _, n := range r.Names {
@@ -152,7 +156,7 @@ func TestEnvSanityRecord(t *testing.T) {
 			}
 		}
 	})
-	for _, p := range []string{"usr/lib/x86_64-linux-gnu/libnccl.so.2.27.3", "etc/systemd/logind.conf.d/50-site.conf", "sys/class/infiniband/mlx5_1/ports/1/gids/3"} {
+	for _, p := range []string{"usr/lib/x86_64-linux-gnu/libnccl.so.2.27.3", "etc/systemd/logind.conf.d/50-site.conf", "sys/class/infiniband/mlx5_1/ports/1/gids/3", "topo exists"} {
 		assert.True(t, seen[p], p)
 	}
 }
