@@ -327,7 +327,7 @@ func reasonOf(err error) string {
 }
 
 // gidIndexProblem: NCCL_IB_GID_INDEX=N needs a GID at index N on every
-// port NCCL may use (sysfs ports/P/gids/N; all zeros is none).
+// RoCE port (sysfs ports/P/gids/N; all zeros is none).
 func gidIndexProblem(s sysRoot, env map[string]string, ver NCCLVersion) []sanityProblem {
 	v, ok := env["NCCL_IB_GID_INDEX"]
 	if !ok || v == "" {
@@ -348,6 +348,11 @@ func gidIndexProblem(s sysRoot, env map[string]string, ver NCCLVersion) []sanity
 			continue
 		}
 		for _, p := range ports {
+			// NCCL addresses an InfiniBand port by LID and uses the GID
+			// index only on RoCE (Ethernet) ports.
+			if ll, err := s.readAttr(fmt.Sprintf("sys/class/infiniband/%s/ports/%s/link_layer", dev, p)); err == nil && ll == "InfiniBand" {
+				continue
+			}
 			g, err := s.readAttr(fmt.Sprintf("sys/class/infiniband/%s/ports/%s/gids/%d", dev, p, idx))
 			if err != nil || strings.Trim(g, "0:") == "" {
 				bad = append(bad, dev+":"+p)

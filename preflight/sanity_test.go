@@ -21,10 +21,10 @@ const limitsStack8M = "Limit                     Soft Limit           Hard Limit
 const gid = "fe80:0000:0000:0000:0a00:27ff:fe4e:1a2b\n"
 const noGID = "0000:0000:0000:0000:0000:0000:0000:0000\n"
 
-// gids gives every port of ib-node's four HCAs the GID at index idx.
+// gids gives the port of roce-node's two HCAs the GID at index idx.
 func gids(idx, value string) map[string]string {
 	m := map[string]string{}
-	for _, d := range []string{"mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"} {
+	for _, d := range []string{"mlx5_0", "mlx5_1"} {
 		m["sys/class/infiniband/"+d+"/ports/1/gids/"+idx] = value
 	}
 	return m
@@ -53,6 +53,7 @@ func TestEnvSanity(t *testing.T) {
 	logind := "[Login]\n#RemoveIPC=yes\nKillUserProcesses=no\n"
 	cases := []struct {
 		name    string
+		tree    string // "" is ib-node
 		files   map[string]string
 		env     []string
 		user    string
@@ -81,12 +82,13 @@ func TestEnvSanity(t *testing.T) {
 		{name: "topology file there", files: map[string]string{"etc/nccl/topo.xml": "<system version=\"1\"></system>\n"}, env: []string{"NCCL_TOPO_FILE=/etc/nccl/topo.xml"}, status: OK},
 		{name: "topology file is a directory", files: map[string]string{"etc/nccl/topo/x": ""}, env: []string{"NCCL_TOPO_FILE=/etc/nccl/topo"}, status: Warn, vars: []string{"NCCL_TOPO_FILE"}, has: []string{"cannot be read (not a regular file)"}},
 		{name: "topology file set in nccl.conf", files: map[string]string{"etc/nccl.conf": "NCCL_TOPO_FILE=/nope.xml\n"}, status: Warn, vars: []string{"NCCL_TOPO_FILE"}},
-		{name: "GID index without a GID", files: gids("0", gid), env: []string{"NCCL_IB_GID_INDEX=3"}, status: Warn, vars: []string{"NCCL_IB_GID_INDEX"},
-			has: []string{"NCCL_IB_GID_INDEX=3 but mlx5_0:1, mlx5_1:1, mlx5_2:1, mlx5_3:1 have no GID at index 3", "unset it where NCCL is 2.21 or later"}},
-		{name: "GID index all zeros on one port", files: merge(gids("3", gid), map[string]string{"sys/class/infiniband/mlx5_2/ports/1/gids/3": noGID, libDir + "libnccl.so.2.23.4": ""}),
-			env: []string{"NCCL_IB_GID_INDEX=3"}, status: Warn, vars: []string{"NCCL_IB_GID_INDEX"}, has: []string{"mlx5_2:1 has no GID at index 3", "unset NCCL_IB_GID_INDEX: NCCL 2.23.4 finds"}, version: "2.23.4"},
-		{name: "GID index with GIDs", files: gids("3", gid), env: []string{"NCCL_IB_GID_INDEX=3"}, status: OK},
-		{name: "GID index -1 (auto)", env: []string{"NCCL_IB_GID_INDEX=-1"}, status: OK},
+		{name: "GID index without a GID", tree: "roce-node", files: gids("0", gid), env: []string{"NCCL_IB_GID_INDEX=3"}, status: Warn, vars: []string{"NCCL_IB_GID_INDEX"},
+			has: []string{"NCCL_IB_GID_INDEX=3 but mlx5_0:1, mlx5_1:1 have no GID at index 3", "unset it where NCCL is 2.21 or later"}},
+		{name: "GID index all zeros on one port", tree: "roce-node", files: merge(gids("3", gid), map[string]string{"sys/class/infiniband/mlx5_1/ports/1/gids/3": noGID, libDir + "libnccl.so.2.23.4": ""}),
+			env: []string{"NCCL_IB_GID_INDEX=3"}, status: Warn, vars: []string{"NCCL_IB_GID_INDEX"}, has: []string{"mlx5_1:1 has no GID at index 3", "unset NCCL_IB_GID_INDEX: NCCL 2.23.4 finds"}, version: "2.23.4"},
+		{name: "GID index with GIDs", tree: "roce-node", files: gids("3", gid), env: []string{"NCCL_IB_GID_INDEX=3"}, status: OK},
+		{name: "GID index -1 (auto)", tree: "roce-node", env: []string{"NCCL_IB_GID_INDEX=-1"}, status: OK},
+		{name: "GID index on InfiniBand ports (unused there)", env: []string{"NCCL_IB_GID_INDEX=3"}, status: OK},
 		{name: "RemoveIPC by systemd's default", files: map[string]string{"etc/systemd/logind.conf": logind}, user: "trainer", status: Warn, vars: []string{"RemoveIPC"},
 			has: []string{"systemd's default is yes", "uid 1000", "/dev/shm/nccl-*", "RemoveIPC=no"}},
 		{name: "RemoveIPC=yes in a drop-in", files: map[string]string{"etc/systemd/logind.conf": logind + "RemoveIPC=no\n", "etc/systemd/logind.conf.d/50-site.conf": "[Login]\nRemoveIPC=yes\n"}, user: "trainer",
@@ -104,11 +106,15 @@ func TestEnvSanity(t *testing.T) {
 		{name: "exact name differs", env: []string{"NCCL_SOCKET_IFNAME==ib0", "GLOO_SOCKET_IFNAME=ib0.100"}, status: Warn, vars: []string{"GLOO_SOCKET_IFNAME"}},
 		{name: "all at once", files: map[string]string{"proc/self/limits": limitsStackUnlimited, "etc/systemd/logind.conf": logind}, user: "trainer",
 			env: []string{"NCCL_DEBUG_FILE=/tmp/nccl", "NCCL_TOPO_FILE=/x.xml", "NCCL_IB_GID_INDEX=5", "NCCL_SOCKET_IFNAME=ib", "GLOO_SOCKET_IFNAME=eth0"}, status: Warn,
-			vars: []string{"RLIMIT_STACK", "NCCL_DEBUG_FILE", "NCCL_TOPO_FILE", "NCCL_IB_GID_INDEX", "RemoveIPC", "GLOO_SOCKET_IFNAME"}},
+			tree: "roce-node", vars: []string{"RLIMIT_STACK", "NCCL_DEBUG_FILE", "NCCL_TOPO_FILE", "NCCL_IB_GID_INDEX", "GLOO_SOCKET_IFNAME"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			root := overlay(t, "ib-node", tc.files)
+			tree := tc.tree
+			if tree == "" {
+				tree = "ib-node"
+			}
+			root := overlay(t, tree, tc.files)
 			env := append([]string{}, tc.env...)
 			rep := Run(context.Background(), Options{Root: root, Env: env, Plan: Plan{User: tc.user}})
 			r, ok := rep.Check(IDEnvSanity)
@@ -141,7 +147,7 @@ func TestEnvSanity(t *testing.T) {
 // TestEnvSanityRecord: what the check reads is what Record reports (so a
 // snapshot carries it): the library's name, the logind files, the GID.
 func TestEnvSanityRecord(t *testing.T) {
-	root := overlay(t, "ib-node", merge(gids("3", gid), map[string]string{
+	root := overlay(t, "roce-node", merge(gids("3", gid), map[string]string{
 		"usr/lib/x86_64-linux-gnu/libnccl.so.2.27.3": "", "etc/systemd/logind.conf.d/50-site.conf": "[Login]\nRemoveIPC=yes\n",
 	}))
 	seen := map[string]bool{}

@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// sanityTree is preflight's ib-node tree with every env-sanity trap laid
-// over it.
+// sanityTree is preflight's ib-node tree, its ports made RoCE, with every
+// env-sanity trap laid over it.
 func sanityTree(t *testing.T) string {
 	t.Helper()
 	src, dst := "../../preflight/testdata/ib-node", t.TempDir()
@@ -38,6 +38,8 @@ func sanityTree(t *testing.T) string {
 		"etc/systemd/logind.conf":                    "[Login]\nRemoveIPC=yes\n",
 	}
 	for _, d := range []string{"mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"} {
+		// RoCE ports, where NCCL uses the GID index, with a GID at 0 only.
+		files["sys/class/infiniband/"+d+"/ports/1/link_layer"] = "Ethernet\n"
 		files["sys/class/infiniband/"+d+"/ports/1/gids/0"] = "fe80:0000:0000:0000:0a00:27ff:fe4e:1a2b\n"
 	}
 	for rel, content := range files {
