@@ -154,33 +154,40 @@ func parse(name string, data []byte) (docs []*yaml.Node, err error) {
 	return docs, nil
 }
 
-// judge checks every container of every input; a TrainJob is judged with
+// add judges containers; pod holds the findings of their pod templates.
+func (r *Report) add(cs []container, pod []Finding) {
+	r.Findings = append(r.Findings, pod...)
+	for _, c := range cs {
+		fs, cont := c.findings()
+		r.Findings = append(r.Findings, fs...)
+		r.Containers = append(r.Containers, cont)
+	}
+}
+
+// judge checks every container of every input (the objects of a List one
+// by one); a TrainJob is judged with
 // the runtime it names when any input holds that runtime.
 func judge(ins []input) Report {
 	var rep Report
 	runtimes := trainingRuntimes(ins)
 	for _, in := range ins {
 		for _, d := range in.docs {
-			var cs []container
-			var pod []Finding
 			if isCompose(d) {
-				cs = composeContainers(in.name, d)
-			} else {
-				refs := podTemplates(d, 0)
-				if str(get(d, "kind")) == "TrainJob" {
-					refs = trainJobTemplates(in.name, d, runtimes)
+				rep.add(composeContainers(in.name, d), nil)
+				continue
+			}
+			for _, obj := range listed(d, 0) {
+				refs := podTemplates(obj, 0)
+				if str(get(obj, "kind")) == "TrainJob" {
+					refs = trainJobTemplates(in.name, obj, runtimes)
 				}
+				var cs []container
+				var pod []Finding
 				for _, p := range refs {
 					c, f := kubeContainers(in.name, p)
 					cs, pod = append(cs, c...), append(pod, f...)
 				}
-				pod = append(pod, misplacedNRI(in.name, d, refs)...)
-			}
-			rep.Findings = append(rep.Findings, pod...)
-			for _, c := range cs {
-				fs, cont := c.findings()
-				rep.Findings = append(rep.Findings, fs...)
-				rep.Containers = append(rep.Containers, cont)
+				rep.add(cs, append(pod, misplacedNRI(in.name, obj, refs)...))
 			}
 		}
 	}

@@ -152,6 +152,7 @@ func TestRules(t *testing.T) {
 		{"knobs/nri-string-size.yaml", []string{"nri-annotation@6"}, []string{"no-ipc-lock"}},
 		{"knobs/nri-wrong-container.yaml", []string{"nri-annotation@6", "node-memlock@16"}, []string{"no-ipc-lock"}},
 		{"knobs/nri-zero.yaml", []string{"nri-annotation@6"}, []string{"limit-zero"}},
+		{"knobs/trainjob-list.yaml", []string{"ipc-lock-inert@46", "pod-security@46", "pod-security@46"}, []string{"k8s-trap", "k8s-trap"}},
 		{"knobs/trainjob.yaml", []string{"pod-security@30", "ipc-lock-inert@30", "pod-security@30"}, []string{"k8s-trap", "k8s-trap"}},
 	}
 	seen := map[string]bool{}
