@@ -64,6 +64,16 @@ func TestNRIDecode(t *testing.T) {
 	}
 }
 
+// TestNRINotAString: an annotation written as a YAML list, not a string.
+func TestNRINotAString(t *testing.T) {
+	rep, err := CheckBytes("p.yaml", []byte("kind: Pod\nmetadata:\n  name: p\n  annotations:\n    ulimits.noderesource.dev/container.c:\n      - {type: memlock, soft: 1, hard: 1}\nspec:\n  containers:\n    - name: c\n"))
+	require.NoError(t, err)
+	require.Len(t, rep.Findings, 1)
+	assert.Equal(t, IDNRIAnnotation, rep.Findings[0].ID)
+	assert.Contains(t, rep.Findings[0].Message, "not a string")
+	assert.Contains(t, rep.Findings[0].Fix, "ulimits.noderesource.dev/container.c: |\n      - type: RLIMIT_MEMLOCK\n        soft: 1\n        hard: 1")
+}
+
 // fixValue is the annotation value of a fix's YAML.
 func fixValue(t *testing.T, fix, key string) string {
 	t.Helper()

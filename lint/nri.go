@@ -345,11 +345,24 @@ func podNRI(annotations *yaml.Node, names map[string]bool) (byName map[string]nr
 	type found struct {
 		key, value string
 		line       int
+		notString  bool
+	}
+	// A value written as YAML rather than a string is read as the string
+	// it should have been, for the fix.
+	text := func(v *yaml.Node) string {
+		if v.Kind == yaml.ScalarNode {
+			return v.Value
+		}
+		b, err := yaml.Marshal(v)
+		if err != nil {
+			return ""
+		}
+		return string(b)
 	}
 	current, old := map[string]found{}, map[string]found{}
 	for _, kv := range pairs(annotations) {
 		k := kv[0].Value
-		f := found{key: k, value: str(kv[1]), line: line(kv[0], 1)}
+		f := found{key: k, value: text(kv[1]), line: line(kv[0], 1), notString: kv[1].Kind != yaml.ScalarNode}
 		switch {
 		case strings.HasPrefix(k, nriKey):
 			current[strings.TrimPrefix(k, nriKey)] = f
@@ -370,6 +383,11 @@ func podNRI(annotations *yaml.Node, names map[string]bool) (byName map[string]nr
 	for _, n := range all {
 		f := current[n]
 		a := readNRI(f.key, n, f.line, f.value)
+		if f.notString {
+			// The apiserver rejects it: annotation values are strings.
+			a.memlock = nil
+			a.fail("its value is YAML, not a string (annotations are strings: write the list as a block scalar, `|`), so the apiserver rejects the pod")
+		}
 		if names[n] {
 			byName[n] = a
 		} else {
