@@ -53,31 +53,75 @@ func (r Report) count(sev string) int {
 // HasError reports whether a finding is an error.
 func (r Report) HasError() bool { return r.count(Error) > 0 }
 
+// ErrSeverity is matched (errors.Is) by FailsAt's error for a severity
+// that is not error, warning or info.
+var ErrSeverity = errors.New("not a severity")
+
+// FailsAt reports whether a finding is at least as severe as sev (error,
+// warning or info): lint --fail-on.
+func (r Report) FailsAt(sev string) (bool, error) {
+	rank := map[string]int{Info: 0, Warning: 1, Error: 2}
+	min, ok := rank[sev]
+	if !ok {
+		return false, fmt.Errorf("%q is not error, warning or info: %w", sev, ErrSeverity)
+	}
+	for _, f := range r.Findings {
+		if rank[f.Severity] >= min {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
 // Check parses one input (YAML or JSON, several documents) and judges every
 // container of every pod template and Compose service in it. name is the
 // file name findings carry. Documents that are neither are skipped.
 func Check(name string, r io.Reader) (Report, error) {
-	data, err := io.ReadAll(io.LimitReader(r, MaxFileSize+1))
+	data, err := read(name, r)
 	if err != nil {
-		return Report{}, inputErrorf("%s: %v", name, err)
-	}
-	if len(data) > MaxFileSize {
-		return Report{}, inputErrorf("%s: larger than %d MiB", name, MaxFileSize>>20)
+		return Report{}, err
 	}
 	return CheckBytes(name, data)
 }
 
+// read reads one input, up to MaxFileSize.
+func read(name string, r io.Reader) ([]byte, error) {
+	data, err := io.ReadAll(io.LimitReader(r, MaxFileSize+1))
+	if err != nil {
+		return nil, inputErrorf("%s: %v", name, err)
+	}
+	if len(data) > MaxFileSize {
+		return nil, inputErrorf("%s: larger than %d MiB", name, MaxFileSize>>20)
+	}
+	return data, nil
+}
+
 // CheckBytes is Check over data in memory.
-func CheckBytes(name string, data []byte) (rep Report, err error) {
+func CheckBytes(name string, data []byte) (Report, error) {
+	docs, err := parse(name, data)
+	if err != nil {
+		return Report{}, err
+	}
+	return judge([]input{{name, docs}}), nil
+}
+
+// input is one parsed file: its Kubernetes objects and Compose documents.
+type input struct {
+	name string
+	docs []*yaml.Node
+}
+
+// parse reads YAML or JSON documents; a document that is a list (a bare
+// JSON array) contributes each of its mappings.
+func parse(name string, data []byte) (docs []*yaml.Node, err error) {
 	defer func() {
 		// yaml.v3 panics on a few malformed inputs; a bad file is an
 		// input error, never a crash.
 		if p := recover(); p != nil {
-			rep, err = Report{}, inputErrorf("%s: not YAML: %v", name, p)
+			docs, err = nil, inputErrorf("%s: not YAML: %v", name, p)
 		}
 	}()
 	dec := yaml.NewDecoder(strings.NewReader(string(data)))
-	var docs []*yaml.Node
 	for {
 		var doc yaml.Node
 		err := dec.Decode(&doc)
@@ -85,31 +129,69 @@ func CheckBytes(name string, data []byte) (rep Report, err error) {
 			break
 		}
 		if err != nil {
-			return Report{}, inputErrorf("%s: not YAML: %s", name, oneLine(err.Error()))
+			return nil, inputErrorf("%s: not YAML: %s", name, oneLine(err.Error()))
 		}
-		if len(doc.Content) > 0 {
-			docs = append(docs, doc.Content[0])
+		if len(doc.Content) == 0 {
+			continue
 		}
+		top := deref(doc.Content[0])
+		if top != nil && top.Kind == yaml.SequenceNode {
+			for _, it := range items(top) {
+				if it.Kind == yaml.MappingNode {
+					docs = append(docs, it)
+				}
+			}
+			if len(top.Content) > 0 && len(docs) == 0 {
+				return nil, inputErrorf("%s: not a YAML or JSON manifest (no mapping at the top)", name)
+			}
+			continue
+		}
+		docs = append(docs, doc.Content[0])
 	}
 	if len(docs) > 0 && !anyMapping(docs) {
-		return Report{}, inputErrorf("%s: not a YAML or JSON manifest (no mapping at the top)", name)
+		return nil, inputErrorf("%s: not a YAML or JSON manifest (no mapping at the top)", name)
 	}
-	for _, d := range docs {
-		var cs []container
-		if isCompose(d) {
-			cs = composeContainers(name, d)
-		} else {
-			for _, p := range podTemplates(d, 0) {
-				cs = append(cs, kubeContainers(name, p)...)
+	return docs, nil
+}
+
+// add judges containers; pod holds the findings of their pod templates.
+func (r *Report) add(cs []container, pod []Finding) {
+	r.Findings = append(r.Findings, pod...)
+	for _, c := range cs {
+		fs, cont := c.findings()
+		r.Findings = append(r.Findings, fs...)
+		r.Containers = append(r.Containers, cont)
+	}
+}
+
+// judge checks every container of every input (the objects of a List one
+// by one); a TrainJob is judged with
+// the runtime it names when any input holds that runtime.
+func judge(ins []input) Report {
+	var rep Report
+	runtimes := trainingRuntimes(ins)
+	for _, in := range ins {
+		for _, d := range in.docs {
+			if isCompose(d) {
+				rep.add(composeContainers(in.name, d), nil)
+				continue
+			}
+			for _, obj := range listed(d, 0) {
+				refs := podTemplates(obj, 0)
+				if str(get(obj, "kind")) == "TrainJob" {
+					refs = trainJobTemplates(in.name, obj, runtimes)
+				}
+				var cs []container
+				var pod []Finding
+				for _, p := range refs {
+					c, f := kubeContainers(in.name, p)
+					cs, pod = append(cs, c...), append(pod, f...)
+				}
+				rep.add(cs, append(pod, misplacedNRI(in.name, obj, refs)...))
 			}
 		}
-		for _, c := range cs {
-			fs, cont := c.findings()
-			rep.Findings = append(rep.Findings, fs...)
-			rep.Containers = append(rep.Containers, cont)
-		}
 	}
-	return rep, nil
+	return rep
 }
 
 func anyMapping(docs []*yaml.Node) bool {
@@ -126,33 +208,39 @@ func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 // Paths checks files, directories (recursively: *.yaml, *.yml, *.json, in
 // name order) and "-" (stdin, named "<stdin>"), each input once, in order.
 func Paths(paths []string, stdin io.Reader) Report {
-	var rep Report
-	merge := func(r Report, err error) {
-		if err != nil {
-			rep.Errors = append(rep.Errors, err)
-			return
+	var errs []error
+	var ins []input
+	merge := func(name string, data []byte, err error) {
+		if err == nil {
+			var docs []*yaml.Node
+			if docs, err = parse(name, data); err == nil {
+				ins = append(ins, input{name, docs})
+			}
 		}
-		rep.Findings = append(rep.Findings, r.Findings...)
-		rep.Containers = append(rep.Containers, r.Containers...)
+		if err != nil {
+			errs = append(errs, err)
+		}
 	}
 	for _, p := range paths {
 		if p == "-" {
-			merge(Check("<stdin>", stdin))
+			data, err := read("<stdin>", stdin)
+			merge("<stdin>", data, err)
 			continue
 		}
 		fi, err := os.Stat(p)
 		if err != nil {
-			rep.Errors = append(rep.Errors, inputErrorf("%s: %s", p, reason(err)))
+			errs = append(errs, inputErrorf("%s: %s", p, reason(err)))
 			continue
 		}
 		if !fi.IsDir() {
-			merge(checkFile(p))
+			data, err := readFile(p)
+			merge(p, data, err)
 			continue
 		}
 		var files []string
 		err = filepath.WalkDir(p, func(fp string, d fs.DirEntry, err error) error {
 			if err != nil {
-				rep.Errors = append(rep.Errors, inputErrorf("%s: %s", fp, reason(err)))
+				errs = append(errs, inputErrorf("%s: %s", fp, reason(err)))
 				return nil
 			}
 			if d.Type().IsRegular() {
@@ -164,23 +252,26 @@ func Paths(paths []string, stdin io.Reader) Report {
 			return nil
 		})
 		if err != nil {
-			rep.Errors = append(rep.Errors, inputErrorf("%s: %s", p, reason(err)))
+			errs = append(errs, inputErrorf("%s: %s", p, reason(err)))
 		}
 		sort.Strings(files)
 		for _, f := range files {
-			merge(checkFile(f))
+			data, err := readFile(f)
+			merge(f, data, err)
 		}
 	}
+	rep := judge(ins)
+	rep.Errors = errs
 	return rep
 }
 
-func checkFile(p string) (Report, error) {
+func readFile(p string) ([]byte, error) {
 	f, err := os.Open(p)
 	if err != nil {
-		return Report{}, inputErrorf("%s: %s", p, reason(err))
+		return nil, inputErrorf("%s: %s", p, reason(err))
 	}
 	defer f.Close()
-	return Check(p, f)
+	return read(p, f)
 }
 
 // reason is err's cause without the path os already put in it.

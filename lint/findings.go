@@ -28,6 +28,7 @@ const (
 	IDMemlockLimit   = "memlock-limit"
 	IDUserNamespace  = "user-namespace"
 	IDNodeMemlock    = "node-memlock"
+	IDNRIAnnotation  = "nri-annotation"
 )
 
 // Rules lists every finding id with its severity and meaning, in the order
@@ -37,7 +38,8 @@ var Rules = []struct{ ID, Severity, Meaning string }{
 	{IDNNPShell, Error, "the file-capability ncclrun is started through a shell or other program while allowPrivilegeEscalation: false (no_new_privs): the file capability is ignored"},
 	{IDNoIPCLock, Error, "ncclrun is started for the capability hand-off (--user from root) but IPC_LOCK is not in the container's bounding set (not added, or dropped)"},
 	{IDUserNeedsSetid, Error, "ncclrun --user in a container that cannot switch users (SETUID/SETGID dropped, or not root)"},
-	{IDMemlockLimit, Error, "the manifest sets a memlock limit (Compose ulimits, the NRI annotation) below what NCCL needs, and nothing bypasses it (warning: enough, but not unlimited)"},
+	{IDMemlockLimit, Error, "the manifest sets a memlock limit (Compose ulimits, the NRI annotation, securityContext.ulimits) below what NCCL needs, and nothing bypasses it (warning: enough, but not unlimited; info: securityContext.ulimits lifts it, behind the ContainerUlimits feature gate); or securityContext.ulimits holds a memlock its validation rejects"},
+	{IDNRIAnnotation, Error, "the NRI ulimit-adjuster annotation, decoded as the plugin decodes it, fails container creation (a negative or non-integer value, a missing or unknown type, hard below soft), sets memlock 0 or a missing value, or names no container of the pod"},
 	{IDUserNamespace, Error, "hostUsers: false: in a user namespace capabilities neither bypass nor raise the memlock limit"},
 	{IDShmDefault, Warning, "a GPU container without a memory-backed volume at /dev/shm (and no hostIPC): the runtime's 64 MiB default"},
 	{IDPodSecurity, Warning, "an added capability (IPC_LOCK) that Pod Security Admission's baseline and restricted levels reject"},
@@ -129,7 +131,8 @@ func (c container) findings() ([]Finding, Container) {
 		add(IDUserNeedsSetid, c.commandLine, fmt.Sprintf("ncclrun --user=%s must switch users but the container lacks %s, so ncclrun exits 126 before the command starts.", c.launch.user, need),
 			advice.Manifest(advice.AddSetid, p, sp), v.Rule == pinrule.RuleNoSetid)
 	}
-	if c.gpu && v.Status == pinrule.Fail {
+	memlock := c.gpu && !c.noStart
+	if memlock && v.Status == pinrule.Fail {
 		switch v.Rule {
 		case pinrule.RuleK8sTrap:
 			msg := fmt.Sprintf("IPC_LOCK is added for %s, but the runtime's exec of a non-root process keeps it in the bounding set only (the CRI spec also puts it in effective and permitted; the exec drops those) and nothing hands it to the training process, so NCCL cannot pin past the memlock limit (ibv_reg_mr fails with Cannot allocate memory).", who)
@@ -184,12 +187,15 @@ func (c container) findings() ([]Finding, Container) {
 				add(IDMemlockLimit, c.memlockLine, fmt.Sprintf("The memlock limit set by %s is %s and the training process holds no CAP_IPC_LOCK, so NCCL cannot register memory past it.", c.memlockFrom, fmtLimit(s.cred.Memlock)), fix, true)
 			}
 		case pinrule.RuleLimitZero:
+			if c.nriZero {
+				break // the nri-annotation finding says so
+			}
 			add(IDMemlockLimit, line2(c.memlockLine, c.line), fmt.Sprintf("The memlock limit is 0 (%s) and the training process holds no CAP_IPC_LOCK: ibv_reg_mr and mlock fail with EPERM.", c.memlockFrom), advice.Manifest(advice.PodMemlock, p, sp), true)
 		case pinrule.RuleUserNS:
 			add(IDUserNamespace, c.line, "hostUsers: false puts the pod in a user namespace, where capabilities neither bypass nor raise the memlock limit, so NCCL cannot pin past it.", advice.Manifest(advice.UserNamespace, p, sp), true)
 		}
 	}
-	if c.gpu && v.Status == pinrule.Warn {
+	if memlock && v.Status == pinrule.Warn {
 		switch v.Rule {
 		case pinrule.RuleFinite:
 			if c.memlock != nil {
@@ -201,7 +207,20 @@ func (c container) findings() ([]Finding, Container) {
 			out[len(out)-1].Severity = Warning
 		}
 	}
-	if c.gpu && !c.shm {
+	if memlock && v.Rule == pinrule.RuleUnlimited && c.kep {
+		add(IDMemlockLimit, c.memlockLine, "securityContext.ulimits lifts the memlock limit; "+kepGate+".", advice.Manifest(advice.PodMemlock, p, sp), true)
+		out[len(out)-1].Severity = Info
+	}
+	if c.kep {
+		for i := range out {
+			if out[i].ID == IDMemlockLimit && out[i].Line == c.memlockLine && !strings.Contains(out[i].Message, kepGate) {
+				out[i].Message += " Note: " + kepGate + "."
+			}
+		}
+	}
+	// An init container or sidecar is not the training process: the
+	// shared-memory transport runs in the main containers.
+	if c.gpu && !c.shm && !c.init {
 		msg := "The container has GPUs but no memory-backed volume at /dev/shm, so it gets the runtime's 64 MiB, less than NCCL's SHM transport needs for several local GPUs."
 		if p == advice.Docker {
 			msg = "The service has GPUs but no shm_size (or ipc: host), so /dev/shm is Docker's 64 MiB, less than NCCL's SHM transport needs for several local GPUs."
@@ -230,6 +249,7 @@ func (c container) findings() ([]Finding, Container) {
 				advice.Manifest(advice.PrivilegedNamespace, p, sp)+"\n"+advice.Manifest(advice.PodMemlock, p, sp), false)
 		}
 	}
+	out = append(out, c.extra...)
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Line < out[j].Line })
 	return out, Container{File: c.file, Object: c.object, Name: c.name, Line: c.line, Platform: p, GPU: c.gpu, Cred: s.cred, Verdict: v, Assumed: s.assumed}
 }

@@ -134,6 +134,26 @@ func TestRules(t *testing.T) {
 		{"compose/compose-zero.yaml", []string{"memlock-limit@6"}, []string{"limit-zero"}},
 		{"compose/compose-root-user.yaml", []string{"user-needs-setuid@4"}, []string{"no-setuid", "root-no-ipc-lock"}},
 		{"compose/compose-way-a.yaml", []string{}, []string{"ambient-raise"}},
+		{"knobs/bare-array.json", []string{"ipc-lock-inert@6", "pod-security@6"}, []string{"k8s-trap"}},
+		{"knobs/init-containers.yaml", []string{"pod-security@31", "ipc-lock-inert@17", "pod-security@17"}, []string{"ambient-raise", "k8s-trap", "no-ipc-lock"}},
+		{"knobs/kep-16gi.yaml", []string{"memlock-limit@21"}, []string{"finite"}},
+		{"knobs/kep-32gi-unprivileged.yaml", []string{"memlock-limit@21"}, []string{"no-ipc-lock"}},
+		{"knobs/kep-small.yaml", []string{"memlock-limit@21"}, []string{"no-ipc-lock"}},
+		{"knobs/kep-unlimited-privileged.yaml", []string{"pod-security@11", "memlock-limit@21"}, []string{"unlimited"}},
+		{"knobs/kep-unlimited-unprivileged.yaml", []string{"memlock-limit@21"}, []string{"no-ipc-lock"}},
+		{"knobs/nri-bad-type.yaml", []string{"nri-annotation@6"}, []string{"no-ipc-lock"}},
+		{"knobs/nri-both-keys.yaml", []string{"memlock-limit@6"}, []string{"no-ipc-lock"}},
+		{"knobs/nri-deprecated-key.yaml", []string{}, []string{"unlimited"}},
+		{"knobs/nri-hard-below-soft.yaml", []string{"nri-annotation@6"}, []string{"no-ipc-lock"}},
+		{"knobs/nri-negative.yaml", []string{"nri-annotation@6"}, []string{"no-ipc-lock"}},
+		{"knobs/nri-on-deployment.yaml", []string{"nri-annotation@6", "node-memlock@18"}, []string{"no-ipc-lock"}},
+		{"knobs/nri-other-type-fails.yaml", []string{"nri-annotation@6"}, []string{"no-ipc-lock"}},
+		{"knobs/nri-path-typo.yaml", []string{"nri-annotation@6"}, []string{"no-ipc-lock"}},
+		{"knobs/nri-string-size.yaml", []string{"nri-annotation@6"}, []string{"no-ipc-lock"}},
+		{"knobs/nri-wrong-container.yaml", []string{"nri-annotation@6", "node-memlock@16"}, []string{"no-ipc-lock"}},
+		{"knobs/nri-zero.yaml", []string{"nri-annotation@6"}, []string{"limit-zero"}},
+		{"knobs/trainjob-list.yaml", []string{"ipc-lock-inert@46", "pod-security@46", "pod-security@46"}, []string{"k8s-trap", "k8s-trap"}},
+		{"knobs/trainjob.yaml", []string{"pod-security@30", "ipc-lock-inert@30", "pod-security@30"}, []string{"k8s-trap", "k8s-trap"}},
 	}
 	seen := map[string]bool{}
 	for _, tc := range cases {
@@ -150,8 +170,8 @@ func TestRules(t *testing.T) {
 			}
 		})
 	}
-	for _, d := range []string{"rules", "compose"} {
-		files, _ := filepath.Glob(filepath.Join("testdata", d, "*.yaml"))
+	for _, d := range []string{"rules", "compose", "knobs"} {
+		files, _ := filepath.Glob(filepath.Join("testdata", d, "*.*"))
 		for _, f := range files {
 			assert.True(t, seen[strings.TrimPrefix(f, "testdata/")], "%s has no row", f)
 		}
@@ -290,7 +310,7 @@ func TestJSONEmpty(t *testing.T) {
 
 // FuzzCheck: the YAML entry point never panics and never hangs on any input.
 func FuzzCheck(f *testing.F) {
-	for _, dir := range []string{"testdata/kinds", "testdata/rules", "testdata/compose", "testdata/bad"} {
+	for _, dir := range []string{"testdata/kinds", "testdata/rules", "testdata/compose", "testdata/knobs", "testdata/trainjob-split", "testdata/bad"} {
 		files, _ := filepath.Glob(filepath.Join(dir, "*"))
 		for _, p := range files {
 			if b, err := os.ReadFile(p); err == nil {

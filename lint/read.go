@@ -1,6 +1,7 @@
 package lint
 
 import (
+	"fmt"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -10,14 +11,13 @@ import (
 	"github.com/ncclrun/ncclrun/internal/units"
 )
 
-// nriKey is the pod annotation of the NRI ulimit-adjuster plugin
-// (containerd/nri plugins/ulimit-adjuster) for one container.
-const nriKey = "ulimits.noderesource.dev/container."
-
-// kubeContainers turns a pod template into containers, the securityContexts
-// merged as the kubelet merges them: a container's field wins over the
-// pod's; capabilities exist only on the container.
-func kubeContainers(file string, p podRef) []container {
+// kubeContainers turns a pod template into containers (its containers,
+// then its initContainers: restartable sidecars and run-once ones alike),
+// the securityContexts merged as the kubelet merges them: a container's
+// field wins over the pod's; capabilities exist only on the container. The
+// findings returned are the pod's own: ulimit-adjuster annotations that
+// name no container of the pod.
+func kubeContainers(file string, p podRef) ([]container, []Finding) {
 	spec := p.spec
 	psc := get(spec, "securityContext")
 	hostIPC := boolean(get(spec, "hostIPC"))
@@ -30,11 +30,30 @@ func kubeContainers(file string, p podRef) []container {
 			shmVolumes[n] = true
 		}
 	}
-	annotations := get(p.meta, "annotations")
-	var out []container
+	type node struct {
+		n    *yaml.Node
+		init bool
+	}
+	var nodes []node
+	names := map[string]bool{}
 	for _, cn := range items(get(spec, "containers")) {
+		nodes = append(nodes, node{cn, false})
+	}
+	for _, cn := range items(get(spec, "initContainers")) {
+		nodes = append(nodes, node{cn, true})
+	}
+	for _, nd := range nodes {
+		names[str(get(nd.n, "name"))] = true
+	}
+	for _, cn := range items(get(spec, "ephemeralContainers")) {
+		names[str(get(cn, "name"))] = true
+	}
+	nri, orphans := podNRI(get(p.meta, "annotations"), names)
+	var out []container
+	for _, nd := range nodes {
+		cn := nd.n
 		c := container{platform: advice.Kubernetes, file: file, object: p.object, name: str(get(cn, "name")), line: line(cn, 1),
-			env: map[string]string{}}
+			env: map[string]string{}, init: nd.init}
 		csc := get(cn, "securityContext")
 		pick := func(key string) *yaml.Node {
 			if v := get(csc, key); v != nil {
@@ -87,41 +106,71 @@ func kubeContainers(file string, p podRef) []container {
 		if hostIPC != nil && *hostIPC {
 			c.shm = true
 		}
-		if a := get(annotations, nriKey+c.name); a != nil {
-			c.annotationsLine = line(a, c.line)
-			if lim, ok := nriMemlock(str(a)); ok {
-				c.memlock, c.memlockLine, c.memlockFrom = &lim, line(a, c.line), "the pod annotation "+nriKey+c.name
-			}
+		c.kepUlimits(get(csc, "ulimits"))
+		if a, ok := nri[c.name]; ok {
+			c.annotationsLine = a.line
+			c.nriAnnotation(a)
 		}
 		out = append(out, c)
 	}
-	return out
+	var pod []Finding
+	for _, a := range orphans {
+		to := suggestContainer(a.name, out)
+		msg := fmt.Sprintf("The annotation %s names container %q, which this pod does not have, so the ulimit-adjuster applies nothing and every container keeps the node's limit.", a.key, a.name)
+		if to == "" {
+			msg = fmt.Sprintf("The annotation %s names container %q, but this pod has no container, so the ulimit-adjuster applies nothing.", a.key, a.name)
+			to = a.name
+		}
+		pod = append(pod, Finding{ID: IDNRIAnnotation, Severity: Error, File: file, Line: a.line, Object: p.object, Container: a.name,
+			Message: msg, Fix: a.corrected(to)})
+	}
+	return out, pod
 }
 
-// nriMemlock reads the ulimit-adjuster annotation's value: a YAML list of
-// {type, soft, hard} with unsigned 64-bit values (18446744073709551615 is
-// unlimited).
-func nriMemlock(v string) (pinrule.Limit, bool) {
-	var list []struct {
-		Type string `yaml:"type"`
-		Soft uint64 `yaml:"soft"`
-		Hard uint64 `yaml:"hard"`
-	}
-	if err := yaml.Unmarshal([]byte(v), &list); err != nil {
-		return pinrule.Limit{}, false
-	}
-	conv := func(x uint64) int64 {
-		if x >= 1<<63 {
-			return pinrule.Unlimited
-		}
-		return int64(x)
-	}
-	for _, l := range list {
-		if t := strings.ToUpper(l.Type); t == "RLIMIT_MEMLOCK" || t == "MEMLOCK" {
-			return pinrule.Limit{Soft: conv(l.Soft), Hard: conv(l.Hard)}, true
+// suggestContainer is the container an annotation meant: the nearest name,
+// else the first GPU container without an annotation, else the first.
+func suggestContainer(name string, cs []container) string {
+	best, dist := "", len(name)/2+1
+	for _, c := range cs {
+		if d := editDistance(name, c.name); d < dist {
+			best, dist = c.name, d
 		}
 	}
-	return pinrule.Limit{}, false
+	if best != "" {
+		return best
+	}
+	for _, c := range cs {
+		if c.gpu && c.annotationsLine == 0 {
+			return c.name
+		}
+	}
+	if len(cs) > 0 {
+		return cs[0].name
+	}
+	return ""
+}
+
+// nriAnnotation takes the limit the annotation sets (it wins over
+// securityContext.ulimits: NRI adjusts the spec the CRI plugin made), or
+// the finding that says why the plugin rejects it or leaves a useless
+// limit.
+func (c *container) nriAnnotation(a nriAnnotation) {
+	if a.memlock != nil {
+		c.memlock, c.memlockLine, c.memlockFrom, c.kep = a.memlock, a.line, "the pod annotation "+a.key, false
+	}
+	if len(a.problems) == 0 {
+		return
+	}
+	msg := fmt.Sprintf("The ulimit-adjuster reads the annotation %s as a list of a type it knows with unsigned 64-bit soft and hard values: %s", a.key, strings.Join(a.problems, "; "))
+	if a.fails {
+		msg += ", so the plugin returns an error and the runtime does not create the container."
+		c.noStart = true
+	} else {
+		msg += "."
+	}
+	c.nriZero = a.memlockZero
+	c.extra = append(c.extra, Finding{ID: IDNRIAnnotation, Severity: Error, File: c.file, Line: a.line, Object: c.object, Container: c.name,
+		Message: msg, Fix: a.corrected(c.name)})
 }
 
 // gpuResources: the container asks for a GPU (nvidia.com/gpu, amd.com/gpu,

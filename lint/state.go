@@ -69,6 +69,19 @@ type container struct {
 	memlockLine     int
 	memlockFrom     string
 	annotationsLine int
+	// init: an initContainer (a restartable sidecar or one that runs to
+	// completion before the others start).
+	init bool
+	// kep: the limit comes from securityContext.ulimits (KEP-5758);
+	// kepRejected: the field holds a memlock the validation rejects.
+	kep, kepRejected bool
+	// noStart: the ulimit-adjuster rejects the pod's annotation, so the
+	// runtime does not create the container, or the apiserver rejects its
+	// securityContext.ulimits; nriZero: the annotation
+	// gives memlock 0 (its finding says so).
+	noStart, nriZero bool
+	// extra are findings made while reading the manifest.
+	extra []Finding
 }
 
 // bounding computes the container's capability set from add and drop in
@@ -243,6 +256,9 @@ func (c container) describe() state {
 	switch {
 	case c.memlock != nil:
 		cr.Memlock = *c.memlock
+		if c.kep {
+			s.assumed = append(s.assumed, "the cluster enables the ContainerUlimits feature gate (KEP-5758, alpha in Kubernetes 1.38 at the earliest) and the runtime supports it; without it the node's limit applies")
+		}
 	default:
 		cr.Memlock = nodeMemlock
 		s.assumed = append(s.assumed, "the node's runtime passes on a finite memlock limit (8 MiB; containerd and dockerd without LimitMEMLOCK); `ulimit -l` in the container, or `ncclrun doctor`, shows it")

@@ -33,6 +33,9 @@ const (
 	IDGPUDirect    = "gpudirect"
 	IDNetwork      = "network"
 	IDEnvironment  = "environment"
+	// IDEnvSanity warns about settings that break NCCL in ways the other
+	// checks do not see (sanity.go).
+	IDEnvSanity = "env-sanity"
 )
 
 // Result is one check's outcome, serialised as docs/contract.md's check object.
@@ -220,6 +223,9 @@ type Facts struct {
 	// GPUDirect is what the gpudirect check found; nil when it did not
 	// apply (no GPU or no RDMA device) or did not run.
 	GPUDirect *GPUDirectFacts
+	// NCCLVersion is the NCCL library the env-sanity check found on disk;
+	// the zero value when none was found or the check did not run.
+	NCCLVersion NCCLVersion
 }
 
 // MemlockFacts are the memlock check's verdict.

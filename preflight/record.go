@@ -101,6 +101,10 @@ var envRecorded = map[string]bool{
 	"LOCAL_WORLD_SIZE":        true,
 	"MASTER_ADDR":             true,
 	"GLOO_SOCKET_IFNAME":      true,
+	"LD_LIBRARY_PATH":         true, // where libnccl.so is looked for (sanity.go)
+	"SLURM_NTASKS":            true,
+	"OMPI_COMM_WORLD_SIZE":    true,
+	"PMI_SIZE":                true,
 }
 
 // EnvUsed reports whether Run may read variable name: the names it looks

@@ -8,7 +8,7 @@ import (
 )
 
 // Run performs every check and returns the report: environment, memlock,
-// capabilities, rdma, shm, gpu, gpudirect, network, in that order. It never
+// capabilities, rdma, shm, gpu, gpudirect, network, env-sanity, in that order. It never
 // exits, prints or changes the system; it calls opts.Prober at most once.
 // When ctx is done, the checks not yet run are reported as skipped.
 func Run(ctx context.Context, opts Options) Report {
@@ -70,6 +70,7 @@ func run(ctx context.Context, s sysRoot, opts Options, treeEnvOK bool) Report {
 	steps := []step{
 		{IDMemlock, func() Result {
 			r, v := checkMemlock(s, opts, creds, plan, kind)
+			crioAdvice(s, kind, &r)
 			verdict = v
 			rep.Facts.Memlock = MemlockFacts{Rule: v.rule, Fix: r.Fix}
 			return r
@@ -94,6 +95,11 @@ func run(ctx context.Context, s sysRoot, opts Options, treeEnvOK bool) Report {
 			return r
 		}},
 		{IDNetwork, func() Result { return checkNetwork(s, merged) }},
+		{IDEnvSanity, func() Result {
+			r, v := checkSanity(s, sanityInput{env: merged, kind: kind, uid: rep.Command.UID, gpus: gpus.count()})
+			rep.Facts.NCCLVersion = v
+			return r
+		}},
 	}
 	for _, st := range steps {
 		if err := ctx.Err(); err != nil {

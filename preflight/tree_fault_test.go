@@ -107,7 +107,7 @@ func runNoPanic(t *testing.T, root, what string) (rep Report) {
 
 func requireWellFormed(t *testing.T, rep Report, what string) {
 	t.Helper()
-	want := []string{IDEnvironment, IDMemlock, IDCapabilities, IDRDMA, IDShm, IDGPU, IDGPUDirect, IDNetwork}
+	want := []string{IDEnvironment, IDMemlock, IDCapabilities, IDRDMA, IDShm, IDGPU, IDGPUDirect, IDNetwork, IDEnvSanity}
 	var got []string
 	for _, c := range rep.Checks {
 		got = append(got, c.ID)

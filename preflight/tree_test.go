@@ -59,7 +59,7 @@ func rule(t *testing.T, r Report) string {
 func TestTrees(t *testing.T) {
 	all := func(m map[string]Status) map[string]Status {
 		base := map[string]Status{IDEnvironment: OK, IDMemlock: OK, IDCapabilities: OK, IDRDMA: OK,
-			IDShm: OK, IDGPU: OK, IDGPUDirect: OK, IDNetwork: OK}
+			IDShm: OK, IDGPU: OK, IDGPUDirect: OK, IDNetwork: OK, IDEnvSanity: OK}
 		for k, v := range m {
 			base[k] = v
 		}
@@ -92,7 +92,7 @@ func TestTrees(t *testing.T) {
 		{tree: "slurm", env: []string{"SLURM_JOB_ID=42", "SLURM_PROCID=0"}, kind: "slurm", statuses: all(map[string]Status{IDRDMA: Skip, IDGPUDirect: Skip}), rule: ruleUnlimited, via: "none"},
 		{tree: "userns", kind: "docker", statuses: all(map[string]Status{IDMemlock: Fail, IDCapabilities: Warn, IDShm: Skip, IDRDMA: Skip, IDGPU: Skip, IDGPUDirect: Skip}), rule: ruleUserNS, via: "none", min: DefaultMinMemlock},
 		{tree: "nnp", kind: "kubernetes", statuses: all(map[string]Status{IDMemlock: Fail, IDCapabilities: Warn, IDShm: Skip, IDRDMA: Skip, IDGPU: Skip, IDGPUDirect: Skip}), rule: ruleK8sTrap, via: "none", min: DefaultMinMemlock},
-		{tree: "garbled", kind: "host", statuses: map[string]Status{IDEnvironment: OK, IDMemlock: Warn, IDCapabilities: Warn, IDRDMA: Fail, IDShm: Warn, IDGPU: OK, IDGPUDirect: Warn, IDNetwork: Fail}, rule: ruleUnknown, via: "none"},
+		{tree: "garbled", kind: "host", statuses: map[string]Status{IDEnvironment: OK, IDMemlock: Warn, IDCapabilities: Warn, IDRDMA: Fail, IDShm: Warn, IDGPU: OK, IDGPUDirect: Warn, IDNetwork: Fail, IDEnvSanity: OK}, rule: ruleUnknown, via: "none"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.tree, func(t *testing.T) {

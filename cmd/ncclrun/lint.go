@@ -8,13 +8,17 @@ import (
 	"github.com/ncclrun/ncclrun/lint"
 )
 
-// Exit statuses of lint (docs/contract.md): 0 no error finding, 1 an error
-// finding, 2 usage or an input that could not be read or parsed.
+// Exit statuses of lint (docs/contract.md): 0 no finding at or above
+// --fail-on (default error), 1 such a finding, 2 usage or an input that
+// could not be read or parsed.
 const exitLintFinding = 1
+
+const flagFailOn = "fail-on"
 
 func lintFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: flagFormat, Usage: "`text|json|sarif`", Value: "text", EnvVars: []string{envName("lint-format")}},
+		&cli.StringFlag{Name: flagFailOn, Usage: "exit 1 when a finding is at least `error|warning|info`", Value: lint.Error, EnvVars: []string{envName("lint-fail-on")}},
 	}
 }
 
@@ -26,6 +30,10 @@ func cmdLint(c *cli.Context, e *env) error {
 	case "text", "json", "sarif":
 	default:
 		return usagef("lint --format: %q is not text, json or sarif", format)
+	}
+	failOn := c.String(flagFailOn)
+	if _, err := (lint.Report{}).FailsAt(failOn); err != nil {
+		return usagef("lint --fail-on: %q is not error, warning or info", failOn)
 	}
 	paths := c.Args().Slice()
 	if len(paths) == 0 {
@@ -47,10 +55,11 @@ func cmdLint(c *cli.Context, e *env) error {
 	for _, ie := range rep.Errors {
 		fprintf(e.stderr, "ncclrun: lint: %v\n", ie)
 	}
+	fails, _ := rep.FailsAt(failOn)
 	switch {
 	case len(rep.Errors) > 0:
 		return exitWith(ExitUsage)
-	case rep.HasError():
+	case fails:
 		return exitWith(exitLintFinding)
 	}
 	return nil

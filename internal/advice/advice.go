@@ -70,6 +70,11 @@ const (
 	// FabricManager: bring up the NVSwitch fabric (nvidia-fabricmanager)
 	// and, for multi-node NVLink, IMEX on the node.
 	FabricManager Fix = "fabric-manager"
+	// CRIOUlimits: CRI-O's own default_ulimits, the first way where CRI-O
+	// runs with the systemd cgroup manager (its containers' transient
+	// scopes may not take crio.service's LimitMEMLOCK). One text for every
+	// platform: it is about the node's runtime.
+	CRIOUlimits Fix = "crio-ulimits"
 )
 
 // Who is the user CMD runs as, for fixes that name it.
@@ -157,6 +162,8 @@ func Text(f Fix, p Platform, w Who) string {
 		default:
 			return "`systemctl enable --now nvidia-fabricmanager` at the driver's exact version, check `nvidia-smi -q | grep -A2 Fabric` shows State Completed, reset the GPUs (or reboot) after a fabric-manager restart; for multi-node NVLink run nvidia-imex with the nodes in its config and check `nvidia-imex-ctl -N`"
 		}
+	case CRIOUlimits:
+		return "CRI-O with the systemd cgroup manager starts each container in a transient systemd scope, which may take its limits from systemd's DefaultLimitMEMLOCK rather than crio.service's LimitMEMLOCK (cri-o/cri-o#10006, disputed), so set the limit in CRI-O itself first: `default_ulimits = [\"memlock=-1:-1\"]` in the [crio.runtime] table of /etc/crio/crio.conf (or a file in /etc/crio/crio.conf.d/), `systemctl restart crio`, then run `ncclrun doctor` in a new pod to see the limit it really gets"
 	case PodMemlock:
 		return "where no capability may be added (Pod Security `baseline` or `restricted`), let the runtime set the pod's limit: containerd >= 1.7 (NRI enabled; on by default from 2.0) or CRI-O >= 1.26 with NRI, the containerd/nri ulimit-adjuster plugin as a DaemonSet, and the pod annotation `ulimits.noderesource.dev/container.<container name>: '[{type: RLIMIT_MEMLOCK, soft: 18446744073709551615, hard: 18446744073709551615}]'` (examples/kubernetes/d-nri-ulimit/)"
 	}

@@ -46,3 +46,18 @@ func TestPodMemlockNamesNRI(t *testing.T) {
 		assert.Contains(t, k, w)
 	}
 }
+
+// TestCRIOUlimits: under CRI-O with the systemd cgroup manager the advice
+// is CRI-O's own default_ulimits first, checked with doctor in the pod.
+func TestCRIOUlimits(t *testing.T) {
+	for _, p := range Platforms {
+		k := Text(CRIOUlimits, p, Who{})
+		for _, w := range []string{`default_ulimits = ["memlock=-1:-1"]`, "[crio.runtime]", "/etc/crio/crio.conf", "systemd cgroup manager",
+			"DefaultLimitMEMLOCK", "crio.service's LimitMEMLOCK", "cri-o/cri-o#10006", "`ncclrun doctor` in a new pod"} {
+			assert.Contains(t, k, w, p)
+		}
+	}
+	got, err := Expand("{advice:crio-ulimits}")
+	require.NoError(t, err)
+	assert.Contains(t, got, "default_ulimits")
+}
