@@ -41,10 +41,10 @@ var errStopped = errors.New("stopped")
 
 // exitFiles are the files run reads once CMD has exited.
 type exitFiles struct {
-	cred      *launcher.Credential // CMD's user; nil when it is ncclrun's
-	pattern   string               // NCCL_DEBUG_FILE, "" for none
-	torchFile string               // torchrun's error file, "" for none
-	since     time.Time            // files older than CMD are not CMD's
+	cred      *launcher.User // CMD's user; nil when it is ncclrun's
+	pattern   string         // NCCL_DEBUG_FILE, "" for none
+	torchFile string         // torchrun's error file, "" for none
+	since     time.Time      // files older than CMD are not CMD's
 }
 
 // exitReads is what reading them gave.

@@ -35,14 +35,6 @@ const (
 	probeFilePrefix = "nccl."
 )
 
-// remoteLaunchers start ranks on other hosts, which inherit NCCL_* but not
-// the private directory: there NCCL's fopen fails and it prints INFO to
-// stdout after all, so the probe stays off.
-var remoteLaunchers = map[string]bool{
-	"mpirun": true, "mpiexec": true, "orterun": true, "prterun": true, "mpiexec.hydra": true,
-	"srun": true, "pdsh": true, "ssh": true, "clush": true, "deepspeed": true, "horovodrun": true,
-}
-
 // probeOff says why the probe is off for this run, "" when it may run.
 // userEnv is the user's environment, conf what NCCL's config files set.
 func probeOff(s settings, userEnv []string, conf map[string]string, rep preflight.Report, path string, stdout io.Writer) string {
@@ -69,7 +61,9 @@ func probeOff(s settings, userEnv []string, conf map[string]string, rep prefligh
 	if _, set := conf["NCCL_DEBUG"]; set {
 		return "NCCL_DEBUG is set in NCCL's config file"
 	}
-	if remoteLaunchers[filepath.Base(path)] {
+	if (launcher.Command{Path: path}).Remote() {
+		// They inherit NCCL_* but not the private directory: there NCCL's
+		// fopen fails and it prints INFO to stdout after all.
 		return filepath.Base(path) + " starts ranks on other hosts"
 	}
 	if f, ok := stdout.(*os.File); !ok || isTTY(f) {
@@ -115,8 +109,8 @@ func planProbe(e *env, j *runJob, rep preflight.Report) *transportProbe {
 		return nil
 	}
 	uid, gid := -1, -1
-	if j.cred != nil {
-		uid, gid = int(j.cred.UID), int(j.cred.GID)
+	if j.user != nil {
+		uid, gid = int(j.user.UID), int(j.user.GID)
 	}
 	probe, vars := newTransportProbe(e.stdout, uid, gid)
 	j.s.transportEnv = vars
@@ -324,23 +318,6 @@ func (g *lineGate) Write(b []byte) (int, error) {
 		g.writePending()
 	}
 	return n, err
-}
-
-// SpliceFile and Spliced make the gate a launcher.Splicer: past the tap's
-// share of a burst the relay splices CMD's output into the file under the
-// gate, which holds its own lines back meanwhile (what was spliced may end
-// inside a line: the relay's next Write, which follows, says).
-func (g *lineGate) SpliceFile() *os.File {
-	f, _ := g.w.(*os.File)
-	return f
-}
-
-func (g *lineGate) Spliced(splice func() int) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if splice() > 0 {
-		g.open = true
-	}
 }
 
 // emit writes line (without its newline) now or when CMD's line ends.

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -13,7 +12,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ncclrun/ncclrun/launcher"
 	"github.com/ncclrun/ncclrun/preflight"
 )
 
@@ -80,36 +78,6 @@ func TestLineGate(t *testing.T) {
 	g.emit([]byte("W3"))
 	g.flush()
 	assert.Equal(t, "W1\nloss 0.51\nstep 2\nW2\ntail\nW3\n", b.String(), "at exit a waiting line gets its own line")
-}
-
-// TestLineGateSpliced: the gate is a launcher.Splicer over a file; while
-// what was spliced may end inside a line, its own lines wait for CMD's
-// next newline.
-func TestLineGateSpliced(t *testing.T) {
-	var _ launcher.Splicer = (*lineGate)(nil)
-	assert.Nil(t, (&lineGate{w: &bytes.Buffer{}}).SpliceFile(), "not a file: no splice")
-	r, w, err := os.Pipe()
-	require.NoError(t, err)
-	defer r.Close()
-	g := &lineGate{w: w}
-	require.Equal(t, w, g.SpliceFile())
-	ran := false
-	g.Spliced(func() int {
-		ran = true
-		_, _ = w.Write([]byte("spliced, no newline")) // what a splice would move
-		return 19
-	})
-	require.True(t, ran)
-	g.emit([]byte("W1"))
-	_, _ = g.Write([]byte(" end\nnext "))
-	g.emit([]byte("W2"))
-	_, _ = g.Write([]byte("x\n"))
-	g.Spliced(func() int { return 0 }) // nothing moved: the gate's state stays
-	g.emit([]byte("W3"))
-	w.Close()
-	b, err := io.ReadAll(r)
-	require.NoError(t, err)
-	assert.Equal(t, "spliced, no newline end\nnext x\nW1\nW2\nW3\n", string(b))
 }
 
 func TestProbeReadsFilesAndGivesBackWarn(t *testing.T) {

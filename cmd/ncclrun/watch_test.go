@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"fmt"
 	"strings"
 	"testing"
 
@@ -13,12 +12,11 @@ import (
 	"github.com/ncclrun/ncclrun/launcher"
 )
 
-// TestWatchFeedLines: a chunk the tap hands over whole (launcher's
-// FeedLines) is diagnosed as its lines are: a cause found in it is
-// printed at once, the held-back generic one waits for the exit, and the
-// noise lines the matcher passes on are shed when the tap is behind, and
-// only then.
-func TestWatchFeedLines(t *testing.T) {
+// TestWatchLines: a chunk of lines the tap hands over (launcher.Tap.Lines)
+// is diagnosed as its lines are: a cause found in it is printed at once,
+// the held-back generic one waits for the exit. Noise is diagnosis.Noise:
+// the per-channel lines, never a WARN line or an error.
+func TestWatchLines(t *testing.T) {
 	noise := "gpu-node-00:31000:31097 [0] NCCL INFO Channel 22/0 : 1[1] -> 0[0] [receive] via NET/IB/2/GDRDMA\n"
 	healthy := "gpu-node-00:31000:31097 [0] NCCL INFO Connected all rings\n"
 	memlock := "node-a:1234:1300 [0] misc/ibvwrap.cc:212 NCCL WARN Call to ibv_reg_mr_iova2 failed with error Cannot allocate memory\n"
@@ -33,36 +31,35 @@ func TestWatchFeedLines(t *testing.T) {
 		{"the generic one is held back", strings.Repeat(healthy, 10) + generic, nil, []string{"nccl-error"}},
 		{"noise only", strings.Repeat(noise, 100), nil, nil},
 	} {
-		for _, behind := range []bool{true, false} {
-			t.Run(fmt.Sprintf("%s/behind=%v", c.name, behind), func(t *testing.T) {
-				var stderr bytes.Buffer
-				w := &watch{stderr: &stderr, printed: map[string]bool{}}
-				shed, size := w.feedLines(launcher.Stdout, []byte(c.chunk), behind)
-				var printed []string
-				for id := range w.printed {
-					printed = append(printed, id)
-				}
-				assert.ElementsMatch(t, c.printed, printed)
-				for _, id := range c.printed {
-					assert.Contains(t, stderr.String(), string(diagnosisMessage(findDiagnosis(t, w, id))))
-				}
-				if len(c.printed) == 0 {
-					assert.Empty(t, stderr.String())
-				}
-				var found []string
-				for _, d := range w.m.Diagnoses() {
-					found = append(found, d.ID)
-				}
-				assert.ElementsMatch(t, c.found, found)
-				if !behind {
-					assert.Zero(t, shed, "nothing is shed while the tap keeps up")
-					assert.Zero(t, size)
-				} else if strings.Contains(c.chunk, noise) {
-					assert.Positive(t, shed, "the receive lines pass the filter and are noise")
-					assert.Equal(t, shed*len(noise), size)
-				}
-			})
-		}
+		t.Run(c.name, func(t *testing.T) {
+			var stderr bytes.Buffer
+			w := &watch{stderr: &stderr, printed: map[string]bool{}}
+			var tap launcher.Tap = w
+			tap.Lines(launcher.Stdout, []byte(c.chunk))
+			var printed []string
+			for id := range w.printed {
+				printed = append(printed, id)
+			}
+			assert.ElementsMatch(t, c.printed, printed)
+			for _, id := range c.printed {
+				assert.Contains(t, stderr.String(), string(diagnosisMessage(findDiagnosis(t, w, id))))
+			}
+			if len(c.printed) == 0 {
+				assert.Empty(t, stderr.String())
+			}
+			var found []string
+			for _, d := range w.m.Diagnoses() {
+				found = append(found, d.ID)
+			}
+			assert.ElementsMatch(t, c.found, found)
+		})
+	}
+	w := &watch{}
+	for _, l := range []string{noise} {
+		assert.True(t, w.Noise([]byte(strings.TrimSuffix(l, "\n"))), l)
+	}
+	for _, l := range []string{memlock, generic} {
+		assert.False(t, w.Noise([]byte(strings.TrimSuffix(l, "\n"))), l)
 	}
 }
 
