@@ -20,19 +20,23 @@ const (
 // Tap receives a copy of the child's output for diagnosis, whole lines
 // at a time. The launcher calls it from goroutines of its own, behind a
 // bounded queue, so that a slow Tap never slows the relay nor the child:
-// while the Tap is behind the output, the lines Noise calls noise are
-// shed before they reach Lines, and when even the other lines do not fit
-// in the queue's bounds they are lost and counted (Result.TapLost).
+// while the Tap is behind the output, the lines Noise calls noise may be
+// shed, by Lines itself or, when the queue is full, by the relay; when
+// even the other lines do not fit in the queue's bounds they are lost and
+// counted (Result.TapLost).
 type Tap interface {
 	// Lines takes lines of stream s, each ending in a newline (a last
 	// line without one is given one), each at most MaxLine bytes before
-	// its newline (a longer line is cut, in the tap's copy only). It is
-	// called from one goroutine at a time and must not retain p.
-	Lines(s Stream, p []byte)
+	// its newline (a longer line is cut, in the tap's copy only). When
+	// behind is true the Tap is behind the output: Lines may skip the
+	// lines Noise calls noise instead of diagnosing them, and returns how
+	// many it skipped. It is called from one goroutine at a time and must
+	// not retain p.
+	Lines(s Stream, p []byte, behind bool) (shed int)
 	// Noise reports whether line (without its newline) may be shed when
 	// the Tap is behind: a line that no diagnosis needs. It is called
 	// from several goroutines at once and must be cheap: it runs on
-	// every line of a burst.
+	// every line the relay sheds.
 	Noise(line []byte) bool
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"os"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -108,11 +109,11 @@ func (ls *lineSplitter) add(p []byte) {
 		// it in p is dropped.
 		lines = lines[bytes.IndexByte(lines, '\n'):]
 	}
-	c := make([]byte, 0, len(ls.part)+len(lines))
-	c = append(append(c, ls.part...), lines...)
+	c := ls.t.chunk(ls.s, len(ls.part)+len(lines))
+	c.p = append(append(c.p, ls.part...), lines...)
 	ls.part, ls.cut = ls.part[:0], false
 	ls.carry(p[j+1:])
-	ls.t.push(ls.s, c)
+	ls.t.push(c)
 }
 
 // carry adds p, which holds no newline, to the line being written.
@@ -129,7 +130,9 @@ func (ls *lineSplitter) carry(p []byte) {
 // finish queues a last line that had no newline.
 func (ls *lineSplitter) finish() {
 	if len(ls.part) > 0 || ls.cut {
-		ls.t.push(ls.s, append(bytes.Clone(ls.part), '\n'))
+		c := ls.t.chunk(ls.s, len(ls.part)+1)
+		c.p = append(append(c.p, ls.part...), '\n')
+		ls.t.push(c)
 	}
 }
 
@@ -137,8 +140,26 @@ func (ls *lineSplitter) finish() {
 type tapChunk struct {
 	s      Stream
 	p      []byte
-	sorted bool // the relay shed its noise: the tap is behind
+	buf    *[]byte // the tap's buffer p lies in, nil when p has its own
+	sorted bool    // the relay shed its noise: the tap is behind
 }
+
+// held is the memory c holds, as the queue's bounds count it.
+func (c tapChunk) held() int64 {
+	if c.buf != nil {
+		return int64(cap(*c.buf))
+	}
+	return int64(len(c.p))
+}
+
+// tapBufSize is the size of the tap's reused buffers: a read and a
+// carried line. A chunk of less than tapBufMin bytes gets a buffer of its
+// own size instead, so that the queue's bounds hold the lines of a child
+// that writes a line at a time.
+const (
+	tapBufSize = relayReadSize + MaxLine + 1
+	tapBufMin  = 16 << 10
+)
 
 // tap hands the child's output to a Tap on a goroutine of its own, behind
 // a bounded queue, so a slow Tap never slows the relay: when the queue is
@@ -147,7 +168,8 @@ type tapChunk struct {
 type tap struct {
 	to     Tap
 	ch     chan tapChunk
-	queued atomic.Int64 // bytes in ch
+	queued atomic.Int64 // bytes held by the chunks in ch
+	bufs   sync.Pool    // *[]byte of tapBufSize
 	done   chan struct{}
 
 	closing   atomic.Bool
@@ -158,39 +180,61 @@ type tap struct {
 
 func newTap(to Tap) *tap {
 	t := &tap{to: to, ch: make(chan tapChunk, 2*tapQueueLen), done: make(chan struct{}), drainTime: tapDrainTime}
+	t.bufs.New = func() any { b := make([]byte, 0, tapBufSize); return &b }
 	go t.consume()
 	return t
 }
 
-// push queues c (whole lines of s) without waiting: into the queue when
-// it has room, else its noise is shed and the rest goes into the reserve,
-// else its lines are lost.
-func (t *tap) push(s Stream, c []byte) {
-	if t.queued.Load()+int64(len(c)) <= tapQueueBytes && len(t.ch) < tapQueueLen && t.send(tapChunk{s: s, p: c}) {
+// chunk returns an empty chunk of s with room for n bytes.
+func (t *tap) chunk(s Stream, n int) tapChunk {
+	if n < tapBufMin {
+		return tapChunk{s: s, p: make([]byte, 0, n)}
+	}
+	b := t.bufs.Get().(*[]byte)
+	return tapChunk{s: s, p: (*b)[:0], buf: b}
+}
+
+// release gives c's buffer back.
+func (t *tap) release(c tapChunk) {
+	if c.buf != nil {
+		t.bufs.Put(c.buf)
+	}
+}
+
+// push queues c without waiting: into the queue when it has room, else
+// its noise is shed and the rest goes into the reserve, else its lines
+// are lost.
+func (t *tap) push(c tapChunk) {
+	if t.queued.Load()+c.held() <= tapQueueBytes && len(t.ch) < tapQueueLen && t.send(c) {
 		return
 	}
-	kept, shed := keepLines(c, t.to.Noise)
+	kept, shed := keepLines(c.p, t.to.Noise)
 	t.shed.Add(int64(shed))
+	k := tapChunk{s: c.s, p: kept, buf: c.buf, sorted: true}
+	if c.buf != nil && len(kept) < tapBufMin {
+		// The reserve holds what it counts, not the read's buffer.
+		t.release(c)
+		k.p, k.buf = bytes.Clone(kept), nil
+	}
 	if len(kept) == 0 {
+		t.release(k)
 		return
 	}
-	if len(kept) < cap(c)/2 {
-		kept = bytes.Clone(kept) // the reserve holds what it counts, not the read's buffer
-	}
-	if t.queued.Load()+int64(len(kept)) <= tapQueueBytes+tapReserveBytes && t.send(tapChunk{s: s, p: kept, sorted: true}) {
+	if t.queued.Load()+k.held() <= tapQueueBytes+tapReserveBytes && t.send(k) {
 		return
 	}
 	t.lost.Add(int64(bytes.Count(kept, newline)))
+	t.release(k)
 }
 
 // send queues c if the channel has room.
 func (t *tap) send(c tapChunk) bool {
-	t.queued.Add(int64(len(c.p)))
+	t.queued.Add(c.held())
 	select {
 	case t.ch <- c:
 		return true
 	default:
-		t.queued.Add(-int64(len(c.p)))
+		t.queued.Add(-c.held())
 		return false
 	}
 }
@@ -216,8 +260,20 @@ func keepLines(p []byte, noise func([]byte) bool) (kept []byte, shed int) {
 }
 
 // cutLong cuts each line of p longer than MaxLine to its first MaxLine
-// bytes (and its newline), in place. A read holds at most a few.
+// bytes (and its newline), in place. A read holds at most a few, and
+// most hold none: p is looked at a window of MaxLine+1 bytes at a time
+// until one has no newline.
 func cutLong(p []byte) []byte {
+	for r := 0; ; {
+		if len(p)-r <= MaxLine {
+			return p
+		}
+		i := bytes.LastIndexByte(p[r:r+MaxLine+1], '\n')
+		if i < 0 {
+			break
+		}
+		r += i + 1
+	}
 	w := 0
 	for r := 0; r < len(p); {
 		i := bytes.IndexByte(p[r:], '\n')
@@ -236,8 +292,8 @@ func cutLong(p []byte) []byte {
 	return p[:w]
 }
 
-// consume hands the queued chunks to the Tap, with the noise shed while
-// the tap is behind the output (tapCatchUp).
+// consume hands the queued chunks to the Tap, saying whether it is
+// behind the output (tapCatchUp).
 func (t *tap) consume() {
 	defer close(t.done)
 	var lastBehind, drainStart time.Time
@@ -256,23 +312,21 @@ func (t *tap) consume() {
 				kept, shed := keepLines(p, t.to.Noise)
 				t.shed.Add(int64(shed))
 				t.lost.Add(int64(bytes.Count(kept, newline)))
-				t.queued.Add(-int64(len(c.p)))
+				t.queued.Add(-c.held())
+				t.release(c)
 				continue
 			}
 		}
-		if !c.sorted && (t.closing.Load() || now.Sub(lastBehind) < tapCatchUp) {
-			var shed int
-			p, shed = keepLines(p, t.to.Noise)
-			t.shed.Add(int64(shed))
-		}
+		behind := t.closing.Load() || now.Sub(lastBehind) < tapCatchUp
 		if len(p) > 0 {
 			p = cutLong(p)
 			if t.closing.Load() {
 				drainLines += bytes.Count(p, newline)
 			}
-			t.to.Lines(c.s, p)
+			t.shed.Add(int64(t.to.Lines(c.s, p, behind)))
 		}
-		t.queued.Add(-int64(len(c.p)))
+		t.queued.Add(-c.held())
+		t.release(c)
 	}
 }
 

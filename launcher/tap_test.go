@@ -30,12 +30,17 @@ type lineTap struct {
 	noise func(line []byte) bool
 }
 
-func (lt lineTap) Lines(s Stream, p []byte) {
+func (lt lineTap) Lines(s Stream, p []byte, behind bool) (shed int) {
 	for len(p) > 0 {
 		i := bytes.IndexByte(p, '\n')
-		lt.line(s, p[:i])
+		if behind && lt.Noise(p[:i]) {
+			shed++
+		} else {
+			lt.line(s, p[:i])
+		}
 		p = p[i+1:]
 	}
+	return shed
 }
 
 func (lt lineTap) Noise(line []byte) bool { return lt.noise != nil && lt.noise(line) }
@@ -447,5 +452,26 @@ func TestRelayEveryByte(t *testing.T) {
 				require.Contains(t, l, fmt.Sprintf(" warning %d: ", i), "WARN lines in order")
 			}
 		})
+	}
+}
+
+// TestCutLong: a line over MaxLine is cut to MaxLine bytes wherever it
+// lies among short ones; the others stay as they are.
+func TestCutLong(t *testing.T) {
+	long := strings.Repeat("l", MaxLine+5)
+	exact := strings.Repeat("e", MaxLine)
+	short := strings.Repeat("s\n", MaxLine)
+	for _, tc := range []struct{ in, want string }{
+		{"", ""},
+		{"a\nb\n", "a\nb\n"},
+		{exact + "\n", exact + "\n"},
+		{short + exact + "\n" + short, short + exact + "\n" + short},
+		{long + "\n", long[:MaxLine] + "\n"},
+		{short + long + "\nz\n", short + long[:MaxLine] + "\nz\n"},
+		{"a\n" + long + "\n" + long + "\n", "a\n" + long[:MaxLine] + "\n" + long[:MaxLine] + "\n"},
+	} {
+		got := cutLong([]byte(tc.in))
+		assert.Equal(t, len(tc.want), len(got))
+		assert.True(t, string(got) == tc.want, "%d bytes in", len(tc.in))
 	}
 }

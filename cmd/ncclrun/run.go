@@ -296,11 +296,18 @@ func (w *watch) matcher() *diagnosis.Matcher {
 }
 
 // Lines is launcher.Tap.Lines: a chunk of lines goes to the matcher at
-// once, and each diagnosis is printed as it is found.
-func (w *watch) Lines(_ launcher.Stream, p []byte) {
+// once, which skips the lines that cannot change its result with one scan
+// of the chunk and, when the tap is behind, sheds the noise among the
+// others; each diagnosis is printed as it is found.
+func (w *watch) Lines(_ launcher.Stream, p []byte, behind bool) int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.matcher().FeedChunk(p, nil, w.print)
+	var noise func([]byte) bool
+	if behind {
+		noise = diagnosis.Noise
+	}
+	shed, _ := w.matcher().FeedChunk(p, noise, w.print)
+	return shed
 }
 
 // Noise is launcher.Tap.Noise: NCCL's per-channel INFO lines and the

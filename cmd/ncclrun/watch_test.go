@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -14,8 +15,10 @@ import (
 
 // TestWatchLines: a chunk of lines the tap hands over (launcher.Tap.Lines)
 // is diagnosed as its lines are: a cause found in it is printed at once,
-// the held-back generic one waits for the exit. Noise is diagnosis.Noise:
-// the per-channel lines, never a WARN line or an error.
+// the held-back generic one waits for the exit, and the noise lines the
+// matcher passes on are shed when the tap is behind, and only then. Noise
+// is diagnosis.Noise: the per-channel lines, never a WARN line or an
+// error.
 func TestWatchLines(t *testing.T) {
 	noise := "gpu-node-00:31000:31097 [0] NCCL INFO Channel 22/0 : 1[1] -> 0[0] [receive] via NET/IB/2/GDRDMA\n"
 	healthy := "gpu-node-00:31000:31097 [0] NCCL INFO Connected all rings\n"
@@ -31,28 +34,35 @@ func TestWatchLines(t *testing.T) {
 		{"the generic one is held back", strings.Repeat(healthy, 10) + generic, nil, []string{"nccl-error"}},
 		{"noise only", strings.Repeat(noise, 100), nil, nil},
 	} {
-		t.Run(c.name, func(t *testing.T) {
-			var stderr bytes.Buffer
-			w := &watch{stderr: &stderr, printed: map[string]bool{}}
-			var tap launcher.Tap = w
-			tap.Lines(launcher.Stdout, []byte(c.chunk))
-			var printed []string
-			for id := range w.printed {
-				printed = append(printed, id)
-			}
-			assert.ElementsMatch(t, c.printed, printed)
-			for _, id := range c.printed {
-				assert.Contains(t, stderr.String(), string(diagnosisMessage(findDiagnosis(t, w, id))))
-			}
-			if len(c.printed) == 0 {
-				assert.Empty(t, stderr.String())
-			}
-			var found []string
-			for _, d := range w.m.Diagnoses() {
-				found = append(found, d.ID)
-			}
-			assert.ElementsMatch(t, c.found, found)
-		})
+		for _, behind := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/behind=%v", c.name, behind), func(t *testing.T) {
+				var stderr bytes.Buffer
+				w := &watch{stderr: &stderr, printed: map[string]bool{}}
+				var tap launcher.Tap = w
+				shed := tap.Lines(launcher.Stdout, []byte(c.chunk), behind)
+				var printed []string
+				for id := range w.printed {
+					printed = append(printed, id)
+				}
+				assert.ElementsMatch(t, c.printed, printed)
+				for _, id := range c.printed {
+					assert.Contains(t, stderr.String(), string(diagnosisMessage(findDiagnosis(t, w, id))))
+				}
+				if len(c.printed) == 0 {
+					assert.Empty(t, stderr.String())
+				}
+				var found []string
+				for _, d := range w.m.Diagnoses() {
+					found = append(found, d.ID)
+				}
+				assert.ElementsMatch(t, c.found, found)
+				if !behind {
+					assert.Zero(t, shed, "nothing is shed while the tap keeps up")
+				} else if strings.Contains(c.chunk, noise) {
+					assert.Positive(t, shed, "the receive lines pass the filter and are noise")
+				}
+			})
+		}
 	}
 	w := &watch{}
 	for _, l := range []string{noise} {
