@@ -5,8 +5,10 @@ package launcher
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -26,6 +28,52 @@ func init() {
 		signal.Notify(ch, syscall.SIGUSR1)
 		fmt.Printf("ready %d\n", os.Getpid())
 		awaitUSR1(ch)
+	}
+	// instant: Run a CMD that gets SIGUSR1 the instant it starts (a[0]:
+	// "pid", "ready" or "line"; see
+	// TestRunForwardsASignalSentTheInstantCMDStarts) and say how it ended.
+	helpers["instant"] = func(a []string) {
+		self, _ := os.Executable()
+		out := &signalOnReady{} // signals only on a "ready" line
+		cfg := Config{Path: self, Stdout: out, Stderr: os.Stderr}
+		switch a[0] {
+		case "pid":
+			cfg.Path, cfg.Args, cfg.Stdin = "sleep", []string{"20"}, &signalOnRead{sig: unix.SIGUSR1}
+		case "ready":
+			cfg.Env = append(os.Environ(), helperEnv+"=usr1-parent")
+		case "line":
+			cfg.Env = append(os.Environ(), helperEnv+"=usr1-ready")
+		}
+		res, err := Run(cfg)
+		must(err)
+		fmt.Printf("%sexit %d signal %d\n", out.String(), res.ExitCode, int(res.Signal))
+	}
+	// raise-all: raise every signal Run catches the moment it could fork,
+	// and say whether each one arrived.
+	helpers["raise-all"] = func([]string) {
+		waitSignals()
+		want := map[os.Signal]bool{}
+		runtime.LockOSThread()
+		for _, s := range append(notifiable(forwarded), unix.SIGCHLD) {
+			want[s] = true
+			// To this thread, so it is handled before tgkill returns.
+			must(unix.Tgkill(os.Getpid(), unix.Gettid(), s.(syscall.Signal)))
+		}
+		timeout := time.After(10 * time.Second)
+		for len(want) > 0 {
+			select {
+			case s := <-caught.term:
+				delete(want, s)
+			case s := <-caught.ch:
+				delete(want, s)
+			case <-caught.chld:
+				delete(want, unix.SIGCHLD)
+			case <-timeout:
+				fmt.Printf("missing %v\n", want)
+				return
+			}
+		}
+		fmt.Println("all arrived")
 	}
 	// usr1-parent: ask the supervisor, its parent, for a SIGUSR1 as soon
 	// as it can take one, and wait for it.
@@ -80,49 +128,36 @@ type signalOnRead struct {
 
 func (r *signalOnRead) Read([]byte) (int, error) {
 	r.once.Do(func() { _ = unix.Kill(os.Getpid(), r.sig) })
-	return 0, nil // never an end: the child may keep its stdin
+	return 0, io.EOF
 }
 
 // Every forwarded signal that ncclrun did not inherit as ignored, and
-// SIGCHLD, are caught once CatchSignals is through: nothing is left to
-// enable after CMD starts.
+// SIGCHLD, are caught once the set-up Run waits for before the fork is
+// through: each one raised at that moment arrives (the Go runtime drops
+// one it does not catch). In a helper process of its own, so that nothing
+// caught them before.
 func TestSignalsCaughtInOneStep(t *testing.T) {
-	waitSignals()
-	cgt := statusMask("/proc/self/status", "SigCgt")
-	for _, s := range append(notifiable(forwarded), unix.SIGCHLD) {
-		sig := s.(syscall.Signal)
-		assert.NotZero(t, cgt&(1<<(sig-1)), "%s is not caught (SigCgt %x)", unix.SignalName(sig), cgt)
-	}
+	out, err := helperRun(t, 30*time.Second, "raise-all").Output()
+	require.NoError(t, err, "%s", out)
+	assert.Equal(t, "all arrived\n", string(out))
 }
 
 // A signal sent to ncclrun the instant CMD is started reaches CMD: as
 // soon as its pid exists (before CMD could set a handler: the default
 // action kills it), as soon as CMD itself can ask for one, and in answer
-// to CMD's first line.
+// to CMD's first line. Each case runs in a helper process of its own, so
+// that its Run is the first of the process and catches the signals itself.
 func TestRunForwardsASignalSentTheInstantCMDStarts(t *testing.T) {
-	sleep := testutil.RequireTool(t, "sleep")
-	t.Run("pid known", func(t *testing.T) {
-		res, err := Run(Config{Path: sleep, Args: []string{"20"}, Stdin: &signalOnRead{sig: unix.SIGUSR1},
-			Stdout: os.Stdout, Stderr: os.Stderr})
-		require.NoError(t, err)
-		assert.Equal(t, Result{ExitCode: 128 + int(unix.SIGUSR1), Signal: unix.SIGUSR1}, res)
-	})
-	t.Run("CMD ready", func(t *testing.T) {
-		var out bytes.Buffer
-		cfg := helperConfig(t, "usr1-parent")
-		cfg.Stdout = &out
-		res, err := Run(cfg)
-		require.NoError(t, err)
-		assert.Equal(t, Result{}, res)
-		assert.Equal(t, "got USR1\n", out.String())
-	})
-	t.Run("first line", func(t *testing.T) {
-		out := &signalOnReady{}
-		cfg := helperConfig(t, "usr1-ready")
-		cfg.Stdout = out
-		res, err := Run(cfg)
-		require.NoError(t, err)
-		assert.Equal(t, Result{}, res)
-		assert.Regexp(t, `^ready \d+\ngot USR1\n$`, out.String())
-	})
+	testutil.RequireTool(t, "sleep")
+	for _, tc := range []struct{ name, want string }{
+		{"pid", "exit 138 signal 10\n"},
+		{"ready", "got USR1\nexit 0 signal 0\n"},
+		{"line", `^ready \d+\ngot USR1\nexit 0 signal 0\n$`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := helperRun(t, 30*time.Second, "instant", tc.name).Output()
+			require.NoError(t, err, "%s", out)
+			assert.Regexp(t, tc.want, string(out))
+		})
+	}
 }
