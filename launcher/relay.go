@@ -145,7 +145,7 @@ type tapChunk struct {
 }
 
 // held is the memory c holds, as the queue's bounds count it.
-func (c tapChunk) held() int64 {
+func (c *tapChunk) held() int64 {
 	if c.buf != nil {
 		return int64(cap(*c.buf))
 	}
@@ -167,7 +167,7 @@ const (
 // reserve; past the reserve it counts the lines lost.
 type tap struct {
 	to     Tap
-	ch     chan tapChunk
+	ch     chan *tapChunk
 	queued atomic.Int64 // bytes held by the chunks in ch
 	bufs   sync.Pool    // *[]byte of tapBufSize
 	done   chan struct{}
@@ -179,23 +179,23 @@ type tap struct {
 }
 
 func newTap(to Tap) *tap {
-	t := &tap{to: to, ch: make(chan tapChunk, 2*tapQueueLen), done: make(chan struct{}), drainTime: tapDrainTime}
+	t := &tap{to: to, ch: make(chan *tapChunk, 2*tapQueueLen), done: make(chan struct{}), drainTime: tapDrainTime}
 	t.bufs.New = func() any { b := make([]byte, 0, tapBufSize); return &b }
 	go t.consume()
 	return t
 }
 
 // chunk returns an empty chunk of s with room for n bytes.
-func (t *tap) chunk(s Stream, n int) tapChunk {
+func (t *tap) chunk(s Stream, n int) *tapChunk {
 	if n < tapBufMin {
-		return tapChunk{s: s, p: make([]byte, 0, n)}
+		return &tapChunk{s: s, p: make([]byte, 0, n)}
 	}
 	b := t.bufs.Get().(*[]byte)
-	return tapChunk{s: s, p: (*b)[:0], buf: b}
+	return &tapChunk{s: s, p: (*b)[:0], buf: b}
 }
 
 // release gives c's buffer back.
-func (t *tap) release(c tapChunk) {
+func (t *tap) release(c *tapChunk) {
 	if c.buf != nil {
 		t.bufs.Put(c.buf)
 	}
@@ -204,13 +204,13 @@ func (t *tap) release(c tapChunk) {
 // push queues c without waiting: into the queue when it has room, else
 // its noise is shed and the rest goes into the reserve, else its lines
 // are lost.
-func (t *tap) push(c tapChunk) {
+func (t *tap) push(c *tapChunk) {
 	if t.queued.Load()+c.held() <= tapQueueBytes && len(t.ch) < tapQueueLen && t.send(c) {
 		return
 	}
 	kept, shed := keepLines(c.p, t.to.Noise)
 	t.shed.Add(int64(shed))
-	k := tapChunk{s: c.s, p: kept, buf: c.buf, sorted: true}
+	k := &tapChunk{s: c.s, p: kept, buf: c.buf, sorted: true}
 	if c.buf != nil && len(kept) < tapBufMin {
 		// The reserve holds what it counts, not the read's buffer.
 		t.release(c)
@@ -228,7 +228,7 @@ func (t *tap) push(c tapChunk) {
 }
 
 // send queues c if the channel has room.
-func (t *tap) send(c tapChunk) bool {
+func (t *tap) send(c *tapChunk) bool {
 	t.queued.Add(c.held())
 	select {
 	case t.ch <- c:
