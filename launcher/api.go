@@ -1,11 +1,9 @@
 package launcher
 
-// This file is the contract between launcher and cmd/ncclrun. Extend it
-// (new fields, new functions); do not rename or remove what is here.
+// This file is the contract between launcher and cmd/ncclrun.
 
 import (
 	"io"
-	"os"
 	"syscall"
 	"time"
 )
@@ -19,13 +17,30 @@ const (
 	Stderr Stream = 2
 )
 
-// LineFunc receives a copy of each complete line the child wrote (without
-// the newline, at most MaxLine bytes; longer lines are cut and the rest is
-// dropped from the tap only, never from the relay). It is called from one
-// goroutine at a time and must not retain line.
-type LineFunc func(s Stream, line []byte)
+// Tap receives a copy of the child's output for diagnosis, whole lines
+// at a time. The launcher calls it from goroutines of its own, behind a
+// bounded queue, so that a slow Tap never slows the relay nor the child:
+// while the Tap is behind the output, the lines Noise calls noise may be
+// shed, by Lines itself or, when the queue is full, by the relay; when
+// even the other lines do not fit in the queue's bounds they are lost and
+// counted (Result.TapLost).
+type Tap interface {
+	// Lines takes lines of stream s, each ending in a newline (a last
+	// line without one is given one), each at most MaxLine bytes before
+	// its newline (a longer line is cut, in the tap's copy only). When
+	// behind is true the Tap is behind the output: Lines may skip the
+	// lines Noise calls noise instead of diagnosing them, and returns how
+	// many it skipped. It is called from one goroutine at a time and must
+	// not retain p.
+	Lines(s Stream, p []byte, behind bool) (shed int)
+	// Noise reports whether line (without its newline) may be shed when
+	// the Tap is behind: a line that no diagnosis needs. It is called
+	// from several goroutines at once and must be cheap: it runs on
+	// every line the relay sheds.
+	Noise(line []byte) bool
+}
 
-// MaxLine is the longest line handed to a LineFunc.
+// MaxLine is the longest line handed to Tap.Lines.
 const MaxLine = 64 << 10
 
 // Config describes one child. The zero value of each field means "as
@@ -40,41 +55,12 @@ type Config struct {
 
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
-	// OnLine, when set, taps a copy of the child's output for diagnosis.
-	OnLine LineFunc
-	// Shed, when set, names the lines the tap may shed when OnLine falls
-	// behind the output (noise: NCCL's per-channel INFO lines); every other
-	// line still reaches OnLine, in order. Called from the relay and tap
-	// goroutines at once (it must be safe for concurrent use), on a line
-	// without its newline, and must be cheap: it runs on every line of a
-	// burst. Nil: no line is noise.
-	Shed func(line []byte) bool
-	// ShedLines, when set with Shed, is Shed for a run of lines at once,
-	// as the tap's goroutine sheds a burst: p is lines each ending in a
-	// newline; it calls keep with each line (without its newline) that
-	// Shed does not call noise, in order, and returns how many lines it
-	// shed and their bytes, newlines included. It must agree with Shed
-	// line by line (a line over MaxLine is judged whole, then cut).
-	ShedLines func(p []byte, keep func(line []byte)) (lines, size int)
-	// FeedLines, when set with Shed, takes the chunks of lines the tap
-	// would otherwise hand to OnLine one at a time, except in the final
-	// drain (there ShedLines and OnLine get them, within its bounds): p is
-	// whole lines each ending in a newline, which FeedLines delivers
-	// itself, as OnLine of each line would be; when shed is true (the tap
-	// is behind the output) it may shed lines that Shed calls noise. It
-	// returns how many lines it shed and their bytes, newlines included.
-	// It is called on the tap's goroutine, as OnLine is. Why: a matcher
-	// fed a chunk at once skips the lines that cannot change its result
-	// with a vector scan, cheaper than a call and a filter a line
-	// (diagnosis.Matcher.FeedChunk).
-	FeedLines func(s Stream, p []byte, shed bool) (lines, size int)
+	// Tap, when set, gets a copy of the child's output (see Tap).
+	Tap Tap
 
-	// User runs the child as this user ("name", "uid", "name:group",
-	// "uid:gid") with the user's own supplementary groups only.
-	User string
-	// Credential, when non-nil, is User already resolved (ResolveUser), so
-	// that ncclrun resolves a user once; nil means User is resolved here.
-	Credential *Credential
+	// User, when set, runs the child as this user (ResolveUser) with
+	// exactly its supplementary groups; nil runs it as ncclrun's user.
+	User *User
 	// AmbientIPCLock starts the child with CAP_IPC_LOCK in its ambient set
 	// (ncclrun must hold it in its permitted set).
 	AmbientIPCLock bool
@@ -106,21 +92,6 @@ type Config struct {
 	NoPTY bool
 }
 
-// Splicer is a Config.Stdout or Stderr that is not an *os.File but writes
-// through to one (a filter that puts lines of its own between the
-// child's): past the tap's share of a burst, the relay moves the child's
-// output into that file with splice(2), as it does into an *os.File.
-type Splicer interface {
-	io.Writer
-	// SpliceFile is the file Write writes to in the end, nil when there is
-	// none (the relay then writes as usual).
-	SpliceFile() *os.File
-	// Spliced runs splice, which moves bytes into the file and returns how
-	// many, while no Write runs. What it moved may end inside a line: the
-	// relay's next Write (a read's worth, through the tap) follows it.
-	Spliced(splice func() int)
-}
-
 // DefaultKillAfter is how long descendants left by a main child that
 // exited during a shutdown have (KillAfter 0) before they are killed.
 const DefaultKillAfter = 30 * time.Second
@@ -132,24 +103,15 @@ type Result struct {
 	ExitCode int
 	// Signal is the signal that killed the child, 0 if it exited.
 	Signal syscall.Signal
-	// TapDropped counts the output bytes that reached the relay but not
-	// OnLine (the lines of TapShed and TapLost with their newlines). 0 when
-	// OnLine kept up or is nil.
-	TapDropped int64
-	// TapShed counts the noise lines (Config.Shed) not passed to OnLine
-	// because it fell behind the output.
+	// TapShed counts the lines Config.Tap.Noise called noise that were
+	// shed because the Tap was behind the output.
 	TapShed int64
-	// TapLost counts the other lines not passed to OnLine: more lines
-	// that are not noise arrived than the tap's bounds hold (about 2 MiB
-	// queued under pressure; after the output ended, what the matcher does
-	// not read in 5 ms beyond 128 lines). 0 as long as OnLine keeps up
-	// with the lines that are not noise.
+	// TapLost counts the other lines that did not reach Config.Tap: more
+	// of them came than the queue's bounds hold (about 3 MiB), or the
+	// final drain's bounds passed (50 ms and 128 lines after the output
+	// ended). 0 as long as the Tap keeps up with the lines that are not
+	// noise.
 	TapLost int64
-	// TapUnread counts the bytes of TapDropped that the tap did not read:
-	// the part of a burst beyond its share (tapRate and tapShare in
-	// relay.go: 256 MiB/s after the first 8 MiB, 30 % of the time after
-	// 20 ms of work), which the relay moved past it.
-	TapUnread int64
 }
 
 // MemlockChange reports RaiseMemlock's work.

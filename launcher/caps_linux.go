@@ -11,7 +11,7 @@ import (
 
 // checkLaunchCaps checks in ncclrun, before anything is forked, what the
 // kernel would otherwise refuse with an opaque EPERM.
-func checkLaunchCaps(cred *Credential, ambient bool, user string) error {
+func checkLaunchCaps(u *User, ambient bool) error {
 	c, err := caps.Get()
 	if err != nil {
 		return err
@@ -19,11 +19,11 @@ func checkLaunchCaps(cred *Credential, ambient bool, user string) error {
 	if ambient && !caps.Has(c.Permitted, caps.IPCLock) {
 		return fmt.Errorf("start with ambient CAP_IPC_LOCK: %w (CapPrm=%016x); run ncclrun as root with IPC_LOCK, or setcap cap_ipc_lock+p on the ncclrun binary", ErrNoIPCLock, c.Permitted)
 	}
-	if cred != nil {
+	if u != nil {
 		const need = 1<<caps.SetUID | 1<<caps.SetGID
-		same := cred.UID == uint32(unix.Geteuid()) && cred.GID == uint32(unix.Getegid())
+		same := u.UID == uint32(unix.Geteuid()) && u.GID == uint32(unix.Getegid())
 		if !same && c.Effective&need != need {
-			return fmt.Errorf("%w %q: switching to uid %d gid %d needs CAP_SETUID and CAP_SETGID, which ncclrun does not have", ErrUser, user, cred.UID, cred.GID)
+			return fmt.Errorf("%w: switching to uid %d gid %d needs CAP_SETUID and CAP_SETGID, which ncclrun does not have", ErrUser, u.UID, u.GID)
 		}
 	}
 	return nil

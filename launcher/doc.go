@@ -2,7 +2,7 @@
 // entrypoint must: it starts the command with the limits, capabilities,
 // user and environment it is given, relays the child's stdout and stderr
 // byte for byte (a pseudo terminal where ncclrun's own stream is one),
-// hands a copy of each output line to a tap callback, forwards signals,
+// hands a copy of the output's lines to a Tap, forwards signals,
 // reaps every process (as PID 1 or a child subreaper) and returns the exit
 // status as the shell would report it (128+N for a signal).
 //
@@ -10,14 +10,17 @@
 // capabilities, decide between a direct fork and the trampoline) -> start
 // (syscall.ForkExec, or ncclrun re-executed as a trampoline that drops
 // capabilities and sets limits on one locked thread before execve) ->
-// relay and tap -> signals -> reap -> Result. Exec replaces ncclrun with the
+// relay and tap -> signals -> reap -> Result. Every signal is caught
+// before the fork, with one signal.Notify. Exec replaces ncclrun with the
 // command after the same plan (--no-watch). A binary that uses the
 // trampoline calls MaybeTrampoline first thing in main.
 //
 // The launcher knows nothing of NCCL, preflight or diagnoses: what to give
 // the child comes in Config (cmd/ncclrun fills it from preflight's report),
-// and its output leaves only through the relay and Config.OnLine, so a
-// matcher can be fed without this package knowing one exists.
+// and its output leaves only through the relay and Config.Tap, so a
+// matcher can be fed without this package knowing one exists. Command is
+// the one place that knows what kind of launcher CMD is (torchrun, MPI,
+// a starter of remote ranks).
 //
 // Do not use it to run several children at once (Run owns waiting for every
 // child of the process while it runs), from a library that shares its

@@ -7,7 +7,7 @@ import "syscall"
 // are applied to this process (on one locked OS thread, see MaybeTrampoline)
 // and the command is exec'd with cfg.Env (nil: ncclrun's environment). The
 // command inherits ncclrun's own stdin, stdout and stderr; cfg.Stdin,
-// cfg.Stdout, cfg.Stderr, cfg.OnLine, cfg.NoPTY and cfg.KillAfter do not
+// cfg.Stdout, cfg.Stderr, cfg.Tap, cfg.NoPTY and cfg.KillAfter do not
 // apply. Exit status and signals are then the command's own. Exec returns
 // only on failure: a *StartError (127/126) when the command cannot be
 // found or executed, another error when a credential could not be applied;
@@ -17,15 +17,12 @@ func Exec(cfg Config) error {
 	if err != nil {
 		return err
 	}
-	if l.spec == nil && l.sys.Credential == nil && l.sys.AmbientCaps == nil {
+	if l.spec == nil && l.user == nil && l.sys.AmbientCaps == nil {
 		return execError(cfg.Path, syscall.Exec(l.path, l.argv, l.env))
 	}
 	spec := l.spec
 	if spec == nil {
-		spec = &trampolineSpec{Path: l.path, Argv: l.argv, Ambient: l.sys.AmbientCaps != nil}
-		if c := l.sys.Credential; c != nil {
-			spec.User = &Credential{UID: c.Uid, GID: c.Gid, Groups: c.Groups}
-		}
+		spec = &trampolineSpec{Path: l.path, Argv: l.argv, User: l.user, Ambient: l.sys.AmbientCaps != nil}
 	}
 	return applyAndExec(*spec, l.env)
 }

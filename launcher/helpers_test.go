@@ -215,8 +215,14 @@ type launchSpec struct {
 
 func (ls launchSpec) config() Config {
 	env := append(environ.Without(os.Environ(), "NCCLRUN_TEST_LAUNCH"), helperEnv+"="+ls.Helper)
-	return Config{Path: ls.Path, Args: ls.Args, Env: env, Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
-		User: ls.User, AmbientIPCLock: ls.Ambient, DropCaps: ls.Drop, Memlock: ls.Memlock, KillAfter: 5 * time.Second}
+	cfg := Config{Path: ls.Path, Args: ls.Args, Env: env, Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
+		AmbientIPCLock: ls.Ambient, DropCaps: ls.Drop, Memlock: ls.Memlock, KillAfter: 5 * time.Second}
+	if ls.User != "" {
+		u, err := ResolveUser(ls.User)
+		must(err)
+		cfg.User = &u
+	}
+	return cfg
 }
 
 type pid1Report struct {
@@ -359,7 +365,3 @@ func must(err error) {
 func errIs(err, target error) bool { return errors.Is(err, target) }
 
 func isEPERM(err error) bool { return errors.Is(err, unix.EPERM) }
-
-// relay is relayNotify without a write-error callback, for the tests and
-// benchmarks of the relay and the tap.
-func relay(r *os.File, w io.Writer, s Stream, t *tap) { relayNotify(r, w, s, t, nil, nil) }

@@ -6,6 +6,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// childPipeSize is the size asked for the pipes of the child's output
+// (ncclrun's own, never its caller's).
+const childPipeSize = 1 << 20
+
 // growPipe enlarges the pipe the child writes its output to, so that a
 // burst needs fewer reads and wake-ups: to childPipeSize (the default
 // /proc/sys/fs/pipe-max-size), else to 256 KiB, else it stays as it is

@@ -18,6 +18,7 @@ type launch struct {
 	path string // what to execve
 	argv []string
 	env  []string
+	user *User // nil: ncclrun's own
 	sys  syscall.SysProcAttr
 	// spec is set when path is the trampoline.
 	spec *trampolineSpec
@@ -42,18 +43,11 @@ func plan(cfg Config) (*launch, error) {
 	if err != nil {
 		return nil, err
 	}
-	cred := cfg.Credential
-	if cred == nil && cfg.User != "" {
-		c, err := ResolveUser(cfg.User)
-		if err != nil {
-			return nil, err
-		}
-		cred = &c
-	}
-	if cred != nil && namesSelf(*cred) {
+	u := cfg.User
+	if u != nil && u.self() {
 		// Naming oneself (--user 1000 as uid 1000) changes nothing: no
 		// setgroups, which an unprivileged ncclrun could not do.
-		cred = nil
+		u = nil
 	}
 	if cfg.Memlock != nil {
 		if err := checkMemlock(*cfg.Memlock); err != nil {
@@ -65,14 +59,14 @@ func plan(cfg Config) (*launch, error) {
 		return nil, err
 	}
 	ambient := cfg.AmbientIPCLock && drop&(1<<capIPCLock) == 0
-	if err := checkLaunchCaps(cred, ambient, cfg.User); err != nil {
+	if err := checkLaunchCaps(u, ambient); err != nil {
 		return nil, err
 	}
 	argv := append([]string{cfg.Path}, cfg.Args...)
 	if drop == 0 && cfg.Memlock == nil {
-		l := &launch{path: path, argv: argv, env: env}
-		if cred != nil {
-			l.sys.Credential = &syscall.Credential{Uid: cred.UID, Gid: cred.GID, Groups: cred.Groups}
+		l := &launch{path: path, argv: argv, env: env, user: u}
+		if u != nil {
+			l.sys.Credential = &syscall.Credential{Uid: u.UID, Gid: u.GID, Groups: u.Groups}
 		}
 		if ambient {
 			l.sys.AmbientCaps = []uintptr{capIPCLock}
@@ -83,8 +77,8 @@ func plan(cfg Config) (*launch, error) {
 	if err != nil {
 		return nil, fmt.Errorf("find ncclrun's own binary for the trampoline: %w", err)
 	}
-	spec := &trampolineSpec{Path: path, Argv: argv, Drop: drop, Memlock: cfg.Memlock, User: cred, Ambient: ambient}
-	return &launch{path: self, argv: []string{self}, env: env, spec: spec}, nil
+	spec := &trampolineSpec{Path: path, Argv: argv, Drop: drop, Memlock: cfg.Memlock, User: u, Ambient: ambient}
+	return &launch{path: self, argv: []string{self}, env: env, user: u, spec: spec}, nil
 }
 
 // withSpec returns l.env with the trampoline spec added.
@@ -94,10 +88,4 @@ func (l *launch) withSpec() ([]string, error) {
 		return nil, fmt.Errorf("encode trampoline spec: %w", err)
 	}
 	return append(append([]string(nil), l.env...), trampolineEnv+"="+string(b)), nil
-}
-
-// namesSelf reports whether c is ncclrun's own real and effective uid and gid.
-func namesSelf(c Credential) bool {
-	return c.UID == uint32(os.Getuid()) && c.UID == uint32(os.Geteuid()) &&
-		c.GID == uint32(os.Getgid()) && c.GID == uint32(os.Getegid())
 }

@@ -70,15 +70,15 @@ func drainPipe(b *testing.B) (w *os.File, wait func()) {
 
 // BenchmarkRelay measures relay alone (a pipe in, io.Discard or a pipe
 // out), without and with the tap; MB/s is relayed bytes. The tap variants
-// count the dropped bytes per op (dropped/op), which is how far OnLine
-// fell behind.
+// count the lines shed and lost per op, which is how far the tap fell
+// behind.
 func BenchmarkRelay(b *testing.B) {
 	block := ncclBlock(4 << 20)
 	lines := 0
-	noop := func(Stream, []byte) { lines++ }
+	noop := lineTap{line: func(Stream, []byte) { lines++ }, noise: infoNoise}
 	for _, tc := range []struct {
 		name   string
-		onLine LineFunc
+		tap    Tap
 		toPipe bool
 	}{
 		{"discard/no-tap", nil, false},
@@ -93,26 +93,27 @@ func BenchmarkRelay(b *testing.B) {
 				out, wait = drainPipe(b)
 			}
 			var t *tap
-			if tc.onLine != nil {
-				t = newTap(tc.onLine, nil, nil, nil)
+			if tc.tap != nil {
+				t = newTap(tc.tap)
 			}
 			b.SetBytes(benchChunk)
 			b.ResetTimer()
-			relay(feedPipe(b, block, b.N), out, Stdout, t)
-			var dropped int64
+			relay(feedPipe(b, block, b.N), out, Stdout, t, nil)
+			var shed, lost int64
 			if t != nil {
-				dropped = t.close().Dropped
+				shed, lost = t.close()
 			}
 			wait()
 			b.StopTimer()
-			b.ReportMetric(float64(dropped)/float64(b.N), "dropped/op")
+			b.ReportMetric(float64(shed)/float64(b.N), "shed/op")
+			b.ReportMetric(float64(lost)/float64(b.N), "lost/op")
 		})
 	}
 }
 
 // BenchmarkRunCat runs /bin/cat of a 64 MiB file of NCCL lines under Run
 // with the output on a pipe, as `ncclrun run -- cat FILE | cat` does
-// (MB/s is the file's bytes per second), with and without OnLine.
+// (MB/s is the file's bytes per second), with and without a tap.
 func BenchmarkRunCat(b *testing.B) {
 	cat, err := exec.LookPath("cat")
 	if err != nil {
@@ -126,21 +127,21 @@ func BenchmarkRunCat(b *testing.B) {
 	for _, tap := range []bool{false, true} {
 		b.Run(fmt.Sprintf("tap=%v", tap), func(b *testing.B) {
 			b.SetBytes(int64(len(data)))
-			var dropped int64
+			var shed int64
 			for i := 0; i < b.N; i++ {
 				out, wait := drainPipe(b)
 				cfg := Config{Path: cat, Args: []string{file}, Stdout: out, Stderr: io.Discard, NoPTY: true}
 				if tap {
-					cfg.OnLine = func(Stream, []byte) {}
+					cfg.Tap = lineTap{line: func(Stream, []byte) {}, noise: infoNoise}
 				}
 				res, err := Run(cfg)
 				wait()
 				if err != nil || res.ExitCode != 0 {
 					b.Fatalf("Run: %v, exit %d", err, res.ExitCode)
 				}
-				dropped += res.TapDropped
+				shed += res.TapShed
 			}
-			b.ReportMetric(float64(dropped)/float64(b.N), "dropped/op")
+			b.ReportMetric(float64(shed)/float64(b.N), "shed/op")
 		})
 	}
 }
@@ -153,7 +154,7 @@ func BenchmarkRunTrue(b *testing.B) {
 		b.Skip("no true")
 	}
 	for i := 0; i < b.N; i++ {
-		res, err := Run(Config{Path: tr, Stdout: io.Discard, Stderr: io.Discard, NoPTY: true, OnLine: func(Stream, []byte) {}})
+		res, err := Run(Config{Path: tr, Stdout: io.Discard, Stderr: io.Discard, NoPTY: true, Tap: lineTap{line: func(Stream, []byte) {}}})
 		if err != nil || res.ExitCode != 0 {
 			b.Fatalf("Run: %v, exit %d", err, res.ExitCode)
 		}
@@ -161,11 +162,11 @@ func BenchmarkRunTrue(b *testing.B) {
 }
 
 // BenchmarkTapBurst relays a burst of NCCL INFO lines with a WARN line
-// every 100 (MB/s is relayed bytes) through the tap with a LineFunc that
+// every 100 (MB/s is relayed bytes) through a tap that
 // costs about what the matcher does on a line (it sums the line's bytes
 // four times): shed/op and lost/op say what the tap shed and lost per
 // 64 KiB, warn-missed how many WARN lines of the whole burst did not reach
-// the LineFunc (the tap must never miss one).
+// the tap (it must never miss one).
 func BenchmarkTapBurst(b *testing.B) {
 	block, warns := burst(40_000, 100)
 	sum := 0
@@ -188,16 +189,16 @@ func BenchmarkTapBurst(b *testing.B) {
 				sf = infoNoise
 			}
 			out, wait := drainPipe(b)
-			t := newTap(fn, sf, nil, nil)
+			t := newTap(lineTap{line: fn, noise: sf})
 			n := max(1, b.N*benchChunk/len(block)) // whole blocks, so WARN lines can be counted
 			b.SetBytes(int64(n * len(block) / b.N))
 			b.ResetTimer()
-			relay(feedBlocks(b, block, n), out, Stdout, t)
-			st := t.close()
+			relay(feedBlocks(b, block, n), out, Stdout, t, nil)
+			shedN, lost := t.close()
 			wait()
 			b.StopTimer()
-			b.ReportMetric(float64(st.Shed)/float64(b.N), "shed/op")
-			b.ReportMetric(float64(st.Lost)/float64(b.N), "lost/op")
+			b.ReportMetric(float64(shedN)/float64(b.N), "shed/op")
+			b.ReportMetric(float64(lost)/float64(b.N), "lost/op")
 			b.ReportMetric(float64(n*warns-seen), "warn-missed")
 		})
 	}

@@ -32,9 +32,11 @@ const reapTimeout = 2 * time.Second
 //     relayed to cfg.Stdout and cfg.Stderr byte for byte as read(2)
 //     returns them; when ncclrun's stream is a terminal (and not NoPTY)
 //     the child gets a pseudo terminal for it instead of a pipe, with the
-//     window size copied and SIGWINCH forwarded. A copy goes to cfg.OnLine
-//     through a bounded queue that drops tap data, never relay data.
-//   - Signals are forwarded to the child (see forwarded), except those
+//     window size copied and SIGWINCH forwarded. A copy goes to cfg.Tap
+//     through a bounded queue that sheds tap data, never relay data.
+//   - Every forwarded signal (see forwarded) and SIGCHLD is caught before
+//     the child is forked, so none sent once it exists is missed. Signals
+//     are forwarded to the child, except those
 //     ignored when ncclrun started, which stay ignored for the child too;
 //     SIGTSTP, SIGTTIN and SIGTTOU stop the child's process group and then
 //     ncclrun. After SIGTERM, SIGINT, SIGHUP or SIGQUIT, every descendant
@@ -72,12 +74,12 @@ type supervisor struct {
 	self     int
 	pid      int // the main child
 
-	termCh, sigCh, chldCh chan os.Signal
-	all                   <-chan struct{} // caught.all until it closed, then nil
-	toClose               []*os.File      // ncclrun's copies of the child's ends, closed after the fork
-	readers               []*os.File      // what the relays read
-	ptys                  []*ptyPair
-	stdinW                *os.File
+	termCh, sigCh <-chan os.Signal
+	chldCh        <-chan struct{}
+	toClose       []*os.File // ncclrun's copies of the child's ends, closed after the fork
+	readers       []*os.File // what the relays read
+	ptys          []*ptyPair
+	stdinW        *os.File
 
 	status    *syscall.WaitStatus
 	shutdown  bool // a terminating signal was forwarded
@@ -172,9 +174,9 @@ func (s *supervisor) run(l *launch) (Result, error) {
 		}
 	}
 
-	// Catch signals before the child exists, so none that would end
-	// ncclrun is missed (enabled once for the process, never stopped; the
-	// others follow while CMD starts: see caught).
+	// Catch every signal before the child exists, so that none sent to
+	// ncclrun once CMD is started is missed (caught once for the process,
+	// never stopped).
 	waitSignals()
 	s.termCh, s.sigCh, s.chldCh = caught.term, caught.ch, caught.chld
 	for len(s.sigCh) > 0 {
@@ -223,8 +225,8 @@ func (s *supervisor) run(l *launch) (Result, error) {
 		s.stdinW = nil
 	}
 	var t *tap
-	if s.cfg.OnLine != nil {
-		t = newTap(s.cfg.OnLine, s.cfg.Shed, s.cfg.ShedLines, s.cfg.FeedLines)
+	if s.cfg.Tap != nil {
+		t = newTap(s.cfg.Tap)
 	}
 	var wg sync.WaitGroup
 	for i, r := range s.readers {
@@ -233,20 +235,15 @@ func (s *supervisor) run(l *launch) (Result, error) {
 		if i == 1 {
 			w, st = s.cfg.Stderr, Stderr
 		}
-		// Nothing CMD prints is passed on before every signal is caught
-		// (caught): a signal sent in answer to it is forwarded.
-		go func() { defer wg.Done(); relayNotify(r, w, st, t, s.cfg.OnOutputError, caught.all) }()
+		go func() { defer wg.Done(); relay(r, w, st, t, s.cfg.OnOutputError) }()
 	}
 	relaysDone := make(chan struct{})
 	go func() { wg.Wait(); close(relaysDone) }()
 
 	// Until the main child exits: reap, forward, kill on time.
 	s.reap()
-	s.all = caught.all
 	for s.status == nil {
 		select {
-		case <-s.all:
-			s.caughtAll()
 		case <-s.chldCh:
 			s.reap()
 		case sig := <-s.termCh:
@@ -264,8 +261,6 @@ func (s *supervisor) run(l *launch) (Result, error) {
 		select {
 		case <-relaysDone:
 			done = true
-		case <-s.all:
-			s.caughtAll()
 		case <-s.chldCh:
 			s.reap()
 		case sig := <-s.termCh:
@@ -283,21 +278,9 @@ func (s *supervisor) run(l *launch) (Result, error) {
 	s.finishTree()
 	res := ResultOf(*s.status)
 	if t != nil {
-		st := t.close()
-		res.TapDropped, res.TapShed, res.TapLost, res.TapUnread = st.Dropped, st.Shed, st.Lost, st.Unread
+		res.TapShed, res.TapLost = t.close()
 	}
 	return res, nil
-}
-
-// caughtAll is what follows the late signals' enabling (caught.all):
-// SIGCHLD and SIGWINCH are caught from now on, and CMD or a descendant
-// may have exited, or the terminal changed size, before.
-func (s *supervisor) caughtAll() {
-	s.all = nil
-	s.reap()
-	for _, p := range s.ptys {
-		p.resize()
-	}
 }
 
 // reap collects every child that has exited; the main child's status is
@@ -452,8 +435,6 @@ func (s *supervisor) finishTree() {
 			return
 		}
 		select {
-		case <-s.all:
-			s.caughtAll()
 		case <-s.chldCh:
 		case sig := <-s.termCh:
 			s.handleAfterExit(sig.(syscall.Signal))

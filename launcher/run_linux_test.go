@@ -149,7 +149,7 @@ func TestRunRelayBinaryExact(t *testing.T) {
 	cfg := helperConfig(t, "random", strconv.Itoa(n), "42")
 	cfg.Stdout, cfg.Stderr = &out, &errOut
 	var lines int
-	cfg.OnLine = func(Stream, []byte) { lines++ }
+	cfg.Tap = lineTap{line: func(Stream, []byte) { lines++ }}
 	res, err := Run(cfg)
 	require.NoError(t, err)
 	require.Equal(t, 0, res.ExitCode)
@@ -282,7 +282,7 @@ func TestRunReapsOrphansAsPID1(t *testing.T) {
 	assert.Equal(t, pid1Report{PID: 1, Exit: 0, Zombies: 0}, rep)
 }
 
-func TestRunOnLine(t *testing.T) {
+func TestRunTap(t *testing.T) {
 	type line struct {
 		s Stream
 		l string
@@ -291,7 +291,7 @@ func TestRunOnLine(t *testing.T) {
 	cfg := helperConfig(t, "lines")
 	var out bytes.Buffer
 	cfg.Stdout = &out
-	cfg.OnLine = func(s Stream, l []byte) { got = append(got, line{s, string(l)}) }
+	cfg.Tap = lineTap{line: func(s Stream, l []byte) { got = append(got, line{s, string(l)}) }}
 	res, err := Run(cfg)
 	require.NoError(t, err)
 	require.Equal(t, 0, res.ExitCode)
@@ -307,25 +307,8 @@ func TestRunOnLine(t *testing.T) {
 	}
 	assert.Equal(t, []string{"a", long[:MaxLine], "b", "tail"}, stdout)
 	assert.Equal(t, []string{"err1"}, stderr)
-	assert.Zero(t, res.TapDropped)
-}
-
-// countWriter counts bytes and closes full once n have arrived.
-type countWriter struct {
-	mu   sync.Mutex
-	n    int
-	want int
-	full chan struct{}
-}
-
-func (c *countWriter) Write(p []byte) (int, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.n += len(p)
-	if c.n == c.want {
-		close(c.full)
-	}
-	return len(p), nil
+	assert.Zero(t, res.TapShed)
+	assert.Zero(t, res.TapLost)
 }
 
 func TestRunSlowTapNeverBlocksRelay(t *testing.T) {
@@ -334,15 +317,17 @@ func TestRunSlowTapNeverBlocksRelay(t *testing.T) {
 	cfg := helperConfig(t, "random", strconv.Itoa(n), "7")
 	cfg.Stdout, cfg.Stderr = cw, cw
 	var once sync.Once
-	cfg.OnLine = func(Stream, []byte) {
+	cfg.Tap = lineTap{line: func(Stream, []byte) {
 		once.Do(func() { <-cw.full }) // the tap stalls until the relay has delivered everything
-	}
+	}}
 	res, err := Run(cfg)
 	require.NoError(t, err)
 	assert.Equal(t, 0, res.ExitCode)
 	assert.Equal(t, 2*n, cw.n)
-	assert.Positive(t, res.TapDropped, "a stalled tap drops tap data")
-	assert.Less(t, res.TapDropped, int64(2*n))
+	lines := bytes.Count(randomBytes(n, 7), newline) + bytes.Count(randomBytes(n, 8), newline)
+	assert.Positive(t, res.TapLost, "a stalled tap loses lines that are not noise, counted")
+	assert.Less(t, res.TapLost, int64(lines))
+	assert.Zero(t, res.TapShed, "no line is noise here")
 }
 
 func TestRunPTYWhenOutputIsTerminal(t *testing.T) {
@@ -387,10 +372,10 @@ func TestRunUser(t *testing.T) {
 	bin := publicCopy(t)
 	tests := []struct {
 		user string
-		want func() Credential
+		want func() User
 	}{
-		{"1000:1000", func() Credential { return Credential{UID: 1000, GID: 1000, Groups: []uint32{1000}} }},
-		{"nobody", func() Credential { c, _ := ResolveUser("nobody"); return c }},
+		{"1000:1000", func() User { return User{UID: 1000, GID: 1000, Groups: []uint32{1000}} }},
+		{"nobody", func() User { c, _ := ResolveUser("nobody"); return c }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.user, func(t *testing.T) {
@@ -400,7 +385,9 @@ func TestRunUser(t *testing.T) {
 			}
 			cfg := helperConfig(t, "report")
 			cfg.Path = bin
-			cfg.User = tt.user
+			u, err := ResolveUser(tt.user)
+			require.NoError(t, err)
+			cfg.User = &u
 			r, _ := runReport(t, cfg)
 			var groups []string
 			for _, g := range want.Groups {
@@ -500,7 +487,7 @@ func TestRunTrampolineDropCapsAndMemlock(t *testing.T) {
 	t.Run("user with ambient", func(t *testing.T) {
 		cfg := helperConfig(t, "report", strconv.Itoa(16<<20))
 		cfg.Path = publicCopy(t)
-		cfg.User = "1000:1000"
+		cfg.User = &User{UID: 1000, GID: 1000, Groups: []uint32{1000}}
 		cfg.AmbientIPCLock = true
 		cfg.DropCaps = []string{"CAP_SYS_ADMIN"}
 		cfg.Memlock = &[2]int64{65536, 65536}

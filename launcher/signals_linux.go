@@ -3,7 +3,6 @@ package launcher
 import (
 	"os"
 	"os/signal"
-	"sort"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -33,115 +32,61 @@ func terminating(s unix.Signal) bool {
 }
 
 // caught is ncclrun's one signal set-up, made once by CatchSignals and
-// never undone: every enable or disable of a signal is a round trip to the
-// Go runtime's signal-mask thread (two thread hand-offs, 15-50 us each on
-// a 2-core VM), and 20 enables plus as many disables on the way out were
-// ~1.4 ms of every start. Signals that arrive when no Run is supervising
-// wait in the channels and are not acted on, so they do not kill ncclrun:
-// the terminating ones are for cmd/ncclrun to see (Terminating), Run drops
-// the others before it starts CMD. A signal that was ignored when ncclrun
-// started is not caught (notifiable): it stays ignored, for ncclrun and
-// for CMD.
-//
-// The signals are enabled in two steps (docs/performance.md). First the
-// terminating ones (SIGTERM, SIGINT, SIGHUP, SIGQUIT), which would kill
-// ncclrun while not caught and which, during preflight, mean "do not
-// start", and job control (jobControl): Run starts CMD only once they are
-// (ready). Then SIGCHLD and the
-// others, while CMD starts (all). Until then the Go runtime drops SIGCHLD
-// and most of them (TestLateSignalsHarmless), so Run reaps once more when
-// they are enabled, and the relays pass on nothing of CMD's output before
-// that: whoever signals CMD in answer to what it printed has the signal
-// forwarded. The exception is SIGSTKFLT, which would crash ncclrun in that
-// window (nothing sends it).
+// never undone: one signal.Notify of every forwarded signal and SIGCHLD,
+// as runc does, done before CMD is forked. A signal ignored when ncclrun
+// started is left out (notifiable): it stays ignored, for ncclrun and for
+// CMD. The signals are sorted into three channels by one goroutine, so
+// that SIGCHLD and the terminating signals are never crowded out by a
+// flood of others. Signals that arrive when no Run is supervising wait in
+// the channels and are not acted on, so they do not kill ncclrun: the
+// terminating ones are for cmd/ncclrun to see (Terminating), Run drops
+// the others before it starts CMD.
 var caught struct {
 	once  sync.Once
-	ready chan struct{}  // closed when the terminating and job-control signals are enabled
-	all   chan struct{}  // closed when every signal is enabled, SIGCHLD included
+	ready chan struct{}  // closed once the signals are caught
 	term  chan os.Signal // SIGTERM, SIGINT, SIGHUP, SIGQUIT
 	ch    chan os.Signal // the other forwarded signals
-	chld  chan os.Signal // SIGCHLD apart, so a flood of others cannot crowd it out
-	// between, when set (tests), runs after ready is closed and before
-	// the other signals are enabled.
-	between func()
+	chld  chan struct{}  // SIGCHLD, several in a row as one: reap takes all
 }
 
 // CatchSignals starts catching, until ncclrun exits, the signals Run
-// forwards and SIGCHLD. It returns at once: the signals are enabled on a
+// forwards and SIGCHLD. It returns at once: the signals are caught on a
 // goroutine, overlapping whatever the caller does next (parsing flags,
-// preflight), and Run and Terminating wait until the terminating ones are. Call
-// it first thing in a command that will call Run; Run calls it too.
-// Calling it again does nothing.
+// preflight), and Run and Terminating wait until they are. Call it first
+// thing in a command that will call Run; Run calls it too. Calling it
+// again does nothing.
 func CatchSignals() {
 	caught.once.Do(func() {
 		caught.ready = make(chan struct{})
-		caught.all = make(chan struct{})
 		caught.term = make(chan os.Signal, 16)
 		caught.ch = make(chan os.Signal, 128)
-		caught.chld = make(chan os.Signal, 1)
-		between := caught.between
+		caught.chld = make(chan struct{}, 1)
 		go func() {
-			defer close(caught.all)
-			var term, other []os.Signal
-			var control []os.Signal
-			for _, s := range notifiable(forwarded) {
+			all := make(chan os.Signal, 256)
+			signal.Notify(all, append(notifiable(forwarded), unix.SIGCHLD)...)
+			close(caught.ready)
+			for sig := range all {
+				c := caught.ch
 				switch {
-				case terminating(s.(unix.Signal)):
-					term = append(term, s)
-				case jobControl(s):
-					control = append(control, s)
-				default:
-					other = append(other, s)
+				case sig == unix.SIGCHLD:
+					select {
+					case caught.chld <- struct{}{}:
+					default:
+					}
+					continue
+				case terminating(sig.(unix.Signal)):
+					c = caught.term
+				}
+				select {
+				case c <- sig:
+				default: // full, as signal.Notify drops for a full channel
 				}
 			}
-			notify(caught.term, term)
-			notify(caught.ch, control)
-			close(caught.ready)
-			if between != nil {
-				between()
-			}
-			signal.Notify(caught.chld, unix.SIGCHLD)
-			// The user signals first: the window in which they are not
-			// caught yet is the shortest for them.
-			sort.SliceStable(other, func(i, j int) bool { return lateRank(other[i]) < lateRank(other[j]) })
-			notify(caught.ch, other)
 		}()
 	})
 }
 
-// jobControl reports whether s is a terminal stop signal or SIGCONT.
-// They are caught before CMD starts too: one that came after the fork and
-// before it was caught would stop ncclrun and not CMD, and whoever sends
-// ^Z may have learnt CMD's pid some other way than from its output (CI
-// found TestFaultJobControlOnTerminal hung so under load).
-func jobControl(s os.Signal) bool {
-	switch s {
-	case unix.SIGTSTP, unix.SIGTTIN, unix.SIGTTOU, unix.SIGCONT:
-		return true
-	}
-	return false
-}
-
-// lateRank orders the signals enabled after CMD started: SIGUSR1 and
-// SIGUSR2 (what a job is most often sent) first, then the others.
-func lateRank(s os.Signal) int {
-	switch s {
-	case unix.SIGUSR1, unix.SIGUSR2:
-		return 0
-	}
-	return 1
-}
-
-// notify is signal.Notify of sigs, which given none would catch every
-// signal.
-func notify(c chan<- os.Signal, sigs []os.Signal) {
-	if len(sigs) > 0 {
-		signal.Notify(c, sigs...)
-	}
-}
-
-// waitSignals is CatchSignals that returns once the terminating signals
-// are enabled.
+// waitSignals is CatchSignals that returns once the signals are caught.
 func waitSignals() {
 	CatchSignals()
 	<-caught.ready
@@ -149,7 +94,7 @@ func waitSignals() {
 
 // Terminating returns the channel of the terminating signals (SIGTERM,
 // SIGINT, SIGHUP, SIGQUIT) caught since CatchSignals, once they are
-// enabled. While Run supervises a child it reads them itself (and
+// caught. While Run supervises a child it reads them itself (and
 // forwards them); before and after, they are the caller's to read: one
 // before the start means "do not start", one after the exit must not
 // change CMD's status.

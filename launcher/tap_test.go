@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -15,25 +16,37 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 )
 
-// infoNoise is the tests' Shed: NCCL INFO lines are noise.
-func infoNoise(line []byte) bool { return bytes.Contains(line, []byte(" NCCL INFO ")) }
+// writeSize is what a test's child writes into the pipe at a time: a
+// default pipe's worth.
+const writeSize = 64 << 10
 
-// infoNoiseLines is the tests' ShedLines: infoNoise for each line of p.
-func infoNoiseLines(p []byte, keep func([]byte)) (n, size int) {
+// lineTap is a Tap that hands each line, without its newline, to line;
+// noise nil calls no line noise.
+type lineTap struct {
+	line  func(s Stream, line []byte)
+	noise func(line []byte) bool
+}
+
+func (lt lineTap) Lines(s Stream, p []byte, behind bool) (shed int) {
 	for len(p) > 0 {
 		i := bytes.IndexByte(p, '\n')
-		if infoNoise(p[:i]) {
-			n++
-			size += i + 1
+		if behind && lt.Noise(p[:i]) {
+			shed++
 		} else {
-			keep(p[:i])
+			lt.line(s, p[:i])
 		}
 		p = p[i+1:]
 	}
-	return n, size
+	return shed
 }
+
+func (lt lineTap) Noise(line []byte) bool { return lt.noise != nil && lt.noise(line) }
+
+// infoNoise is the tests' noise: NCCL INFO lines.
+func infoNoise(line []byte) bool { return bytes.Contains(line, []byte(" NCCL INFO ")) }
 
 // burst returns n lines of NCCL INFO with a WARN line every warnEvery
 // lines (numbered, so each can be told apart), and the WARN count.
@@ -51,14 +64,32 @@ func burst(n, warnEvery int) ([]byte, int) {
 	return b, warns
 }
 
+// countWriter counts bytes and closes full once want have arrived.
+type countWriter struct {
+	mu   sync.Mutex
+	n    int
+	want int
+	full chan struct{}
+}
+
+func (c *countWriter) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.n += len(p)
+	if c.n == c.want {
+		close(c.full)
+	}
+	return len(p), nil
+}
+
 // relayBurst relays data through a pipe in chunks of chunk bytes into
-// out, with the tap t, and returns when the relay has returned.
-func relayBurst(t *testing.T, data []byte, chunk int, out *countWriter, tp *tap) {
+// out, with the tap tp, and returns when the relay has returned.
+func relayBurst(t *testing.T, data []byte, chunk int, out io.Writer, tp *tap) {
 	t.Helper()
 	r, w, err := os.Pipe()
 	require.NoError(t, err)
 	go func() { defer w.Close(); writeChunks(w, data, chunk) }()
-	relay(r, out, Stdout, tp)
+	relay(r, out, Stdout, tp, nil)
 }
 
 // writeChunks writes data to w chunk bytes at a time, as a child would,
@@ -73,63 +104,45 @@ func writeChunks(w io.Writer, data []byte, chunk int) {
 	}
 }
 
-// TestTapKeepsEveryWarnLineOfABurst: the tap's consumer stalls on the
-// first line until the relay has written the whole burst (64 MiB of INFO
-// lines with a WARN line every 1000), so the queue is full for nearly all
-// of it; every WARN line still reaches OnLine, in order, and only INFO
-// lines are shed. Lines are counted, nothing is timed.
+// TestTapKeepsEveryWarnLineOfABurst: the tap stalls on the first line
+// until the relay has written the whole burst (64 MiB of INFO lines with
+// a WARN line every 1000), so the queue is full for nearly all of it;
+// every WARN line still reaches the tap, in order, and only INFO lines
+// are shed. Lines are counted, nothing is timed.
 func TestTapKeepsEveryWarnLineOfABurst(t *testing.T) {
 	data, warns := burst(600_000, 1000)
-	for _, tc := range []struct {
-		chunk     int
-		shedLines func([]byte, func([]byte)) (int, int)
-		feed      bool // FeedLines set: the chunks shed while behind go to it
-	}{ // reads whole, and cut inside lines; the tap shedding line by line or a chunk at once, or feeding chunks
-		{relayBufSize, nil, false}, {4096, nil, false}, {1000, nil, false}, {relayBufSize, infoNoiseLines, false}, {1000, infoNoiseLines, false},
-		{relayBufSize, infoNoiseLines, true}, {1000, infoNoiseLines, true},
-	} {
-		chunk := tc.chunk
-		t.Run(fmt.Sprintf("%d/lines=%v/feed=%v", chunk, tc.shedLines != nil, tc.feed), func(t *testing.T) {
+	for _, chunk := range []int{writeSize, 4096, 1000} { // reads whole, and cut inside lines
+		t.Run(fmt.Sprint(chunk), func(t *testing.T) {
 			out := &countWriter{want: len(data), full: make(chan struct{})}
 			var once sync.Once
 			var got []string
 			info := 0
-			onLine := func(_ Stream, line []byte) {
+			tp := newTap(lineTap{line: func(_ Stream, line []byte) {
 				once.Do(func() { <-out.full })
 				if bytes.Contains(line, []byte(" NCCL WARN ")) {
 					got = append(got, string(line))
 				} else {
 					info++
 				}
-			}
-			var feedLines func(Stream, []byte, bool) (int, int)
-			if tc.feed {
-				feedLines = feedLinesOf(onLine)
-			}
-			tp := newTap(onLine, infoNoise, tc.shedLines, feedLines)
+			}, noise: infoNoise})
 			tp.drainTime = time.Hour // every line counts here, however slow the machine
-			tp.budget = nil          // and the whole burst is read, however fast
 			relayBurst(t, data, chunk, out, tp)
-			st := tp.close()
+			shed, lost := tp.close()
 			require.Equal(t, len(data), out.n, "the relay is never cut")
-			require.Len(t, got, warns, "every WARN line reached OnLine (%+v)", st)
+			require.Len(t, got, warns, "every WARN line reached the tap (shed %d, lost %d)", shed, lost)
 			for i, l := range got {
 				require.True(t, strings.Contains(l, fmt.Sprintf(" warning %d: ", i)), "WARN lines in order: %d is %q", i, l)
 			}
-			assert.Zero(t, st.Lost)
-			assert.Positive(t, st.Shed, "INFO lines were shed under pressure")
-
-			assert.Equal(t, int64(600_000-warns), st.Shed+int64(info), "every INFO line was delivered or shed")
-			infoLen := bytes.IndexByte(data, '\n') + 1 // every INFO line has this length
-			assert.Equal(t, st.Shed*int64(infoLen), st.Dropped, "dropped bytes are the shed lines'")
+			assert.Zero(t, lost)
+			assert.Positive(t, shed, "INFO lines were shed under pressure")
+			assert.Equal(t, int64(600_000-warns), shed+int64(info), "every INFO line was delivered or shed")
 		})
 	}
 }
 
 // TestTapKeepsALongLineWhileBehind: a line that is not noise, up to
 // MaxLine long or cut to it, is kept while the queue is full, and so is
-// the line after it (a review found a kept buffer of MaxLine bytes lost
-// both: the cut line and its newline did not fit in an empty one).
+// the line after it.
 func TestTapKeepsALongLineWhileBehind(t *testing.T) {
 	for _, n := range []int{50_000, MaxLine - 1, MaxLine, 70_000} {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
@@ -140,19 +153,17 @@ func TestTapKeepsALongLineWhileBehind(t *testing.T) {
 			out := &countWriter{want: len(data), full: make(chan struct{})}
 			var once sync.Once
 			var got [][]byte
-			onLine := func(_ Stream, line []byte) {
+			tp := newTap(lineTap{line: func(_ Stream, line []byte) {
 				once.Do(func() { <-out.full })
 				if !infoNoise(line) {
 					got = append(got, bytes.Clone(line))
 				}
-			}
-			tp := newTap(onLine, infoNoise, nil, nil)
+			}, noise: infoNoise})
 			tp.drainTime = time.Hour
-			tp.budget = nil
-			relayBurst(t, data, relayBufSize, out, tp)
-			st := tp.close()
+			relayBurst(t, data, writeSize, out, tp)
+			_, lost := tp.close()
 			require.Equal(t, len(data), out.n)
-			assert.Zero(t, st.Lost, "%+v", st)
+			assert.Zero(t, lost)
 			require.Len(t, got, 2, "the long line and the WARN line after it")
 			assert.Len(t, got[0], min(n, MaxLine), "the long line, cut to MaxLine")
 			assert.Equal(t, string(warn[:len(warn)-1]), string(got[1]))
@@ -160,23 +171,23 @@ func TestTapKeepsALongLineWhileBehind(t *testing.T) {
 	}
 }
 
-// TestTapKeepsEverythingWhenOnLineKeepsUp: without pressure nothing is
-// shed, noise included, and a last line without a newline is delivered.
-func TestTapKeepsEverythingWhenOnLineKeepsUp(t *testing.T) {
+// TestTapKeepsEverythingWhenItKeepsUp: without pressure nothing is shed,
+// noise included, and a last line without a newline is delivered.
+func TestTapKeepsEverythingWhenItKeepsUp(t *testing.T) {
 	data, _ := burst(2000, 10)
 	data = append(data, "tail"...)
 	out := &countWriter{want: len(data), full: make(chan struct{})}
 	var lines []string
 	delivered := make(chan struct{}, 1)
-	tp := newTap(func(_ Stream, line []byte) {
+	tp := newTap(lineTap{line: func(_ Stream, line []byte) {
 		lines = append(lines, string(line))
 		delivered <- struct{}{}
-	}, infoNoise, infoNoiseLines, nil)
+	}, noise: infoNoise})
 	r, w, err := os.Pipe()
 	require.NoError(t, err)
 	go func() {
-		// One line a write, each after the tap delivered the one before:
-		// the queue never holds more than one chunk.
+		// One line a write, each after the tap took the one before: the
+		// queue never holds more than one chunk.
 		defer w.Close()
 		for _, l := range bytes.SplitAfter(data, []byte("\n")) {
 			_, _ = w.Write(l)
@@ -185,10 +196,11 @@ func TestTapKeepsEverythingWhenOnLineKeepsUp(t *testing.T) {
 			}
 		}
 	}()
-	relay(r, out, Stdout, tp)
+	relay(r, out, Stdout, tp, nil)
 	go func() { <-delivered }() // the tail's
-	st := tp.close()
-	assert.Equal(t, TapStats{}, st)
+	shed, lost := tp.close()
+	assert.Zero(t, shed)
+	assert.Zero(t, lost)
 	assert.Equal(t, strings.Split(string(data), "\n"), lines)
 }
 
@@ -213,63 +225,63 @@ func TestRunGrowsTheChildsPipe(t *testing.T) {
 	assert.GreaterOrEqual(t, n, want, out.String())
 }
 
-// TestTapFinalDrainIsBounded: a tap far behind at the end (its LineFunc
-// stalled until the output ended, every line a WARN) delivers the first
-// tapDrainLines kept lines and then, once tapDrainTime passed, counts the
-// rest lost instead of making ncclrun wait for the matcher.
+// TestTapFinalDrainIsBounded: a tap far behind at the end (stalled until
+// the output ended, every line a WARN) delivers at least the first
+// tapDrainLines lines and then, once tapDrainTime passed, counts the rest
+// lost instead of making ncclrun wait for the matcher.
 func TestTapFinalDrainIsBounded(t *testing.T) {
 	data, warns := burst(20_000, 1) // WARN lines only
 	out := &countWriter{want: len(data), full: make(chan struct{})}
 	stall := make(chan struct{})
 	var once sync.Once
 	got := 0
-	tp := newTap(func(_ Stream, line []byte) {
+	tp := newTap(lineTap{line: func(_ Stream, line []byte) {
 		once.Do(func() { <-stall })
 		got++
 		if got == tapDrainLines+1 {
 			time.Sleep(2 * tapDrainTime) // a slow line: the time bound passes
 		}
-	}, infoNoise, infoNoiseLines, nil)
-	relayBurst(t, data, relayBufSize, out, tp)
-	res := make(chan TapStats)
-	go func() { res <- tp.close() }()
+	}, noise: infoNoise})
+	relayBurst(t, data, writeSize, out, tp)
+	res := make(chan int64)
+	go func() { _, lost := tp.close(); res <- lost }()
 	for !tp.closing.Load() { // close has begun: every line from now on is the final drain's
 		runtime.Gosched()
 	}
 	close(stall)
-	st := <-res
+	lost := <-res
 	assert.GreaterOrEqual(t, got, tapDrainLines, "the first lines after the end are always delivered")
 	assert.Less(t, got, warns/2, "the rest is not waited for")
-	assert.Equal(t, int64(warns-got), st.Lost, "what was not delivered is counted lost")
+	assert.Equal(t, int64(warns-got), lost, "what was not delivered is counted lost")
 }
 
-// tapLines feeds chunks to a tapStream as the relay does, each chunk read
-// by one read(2) (or several, when longer than a read), and returns what
-// OnLine got, in order.
+// tapLines feeds chunks to a lineSplitter as the relay does, each chunk
+// read by one read(2) (or several, when longer than a read), and returns
+// what the tap got, in order.
 func tapLines(t *testing.T, chunks []string) []string {
 	t.Helper()
 	var got []string
-	tp := newTap(func(_ Stream, l []byte) { got = append(got, string(l)) }, nil, nil, nil)
+	tp := newTap(lineTap{line: func(_ Stream, l []byte) { got = append(got, string(l)) }})
 	tp.drainTime = time.Hour
-	tp.budget = nil // and the whole burst is read, however fast
-	ts := tp.stream(Stdout)
+	ls := &lineSplitter{t: tp, s: Stdout}
 	for _, c := range chunks {
 		for p := c; len(p) > 0; {
-			k := copy((*ts.cur)[ts.c:ts.c+relayReadSize], p)
-			ts.offer(k)
-			require.LessOrEqual(t, ts.c, MaxLine+1, "the carried line is bounded")
+			k := min(len(p), relayReadSize)
+			ls.add([]byte(p[:k]))
+			require.LessOrEqual(t, len(ls.part), MaxLine, "the carried line is bounded")
 			p = p[k:]
 		}
 	}
-	ts.finish()
-	st := tp.close()
-	require.Equal(t, TapStats{}, st)
+	ls.finish()
+	shed, lost := tp.close()
+	require.Zero(t, shed)
+	require.Zero(t, lost)
 	return got
 }
 
-// TestTapLines: what the relay reads is cut into lines for OnLine as it
+// TestTapLines: what the relay reads is cut into lines for the tap as it
 // arrives, whatever the reads' boundaries; a line over MaxLine reaches
-// OnLine cut to its first MaxLine bytes.
+// the tap cut to its first MaxLine bytes.
 func TestTapLines(t *testing.T) {
 	long := strings.Repeat("y", MaxLine+10)
 	exact := strings.Repeat("e", MaxLine)
@@ -292,6 +304,7 @@ func TestTapLines(t *testing.T) {
 		{"a line longer than a read", []string{huge + "\nb\n"}, []string{huge[:MaxLine], "b"}},
 		{"exactly MaxLine not cut", []string{exact, "\n"}, []string{exact}},
 		{"exactly MaxLine in one read", []string{exact + "\n"}, []string{exact}},
+		{"two long lines in one read", []string{long + "\n" + long + "\n"}, []string{long[:MaxLine], long[:MaxLine]}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -301,7 +314,7 @@ func TestTapLines(t *testing.T) {
 }
 
 // TestTapBoundedOnHugeLine: a 1 GiB line without a newline costs no more
-// than the relay's buffer; OnLine gets its first MaxLine bytes.
+// than the relay's buffer; the tap gets its first MaxLine bytes.
 func TestTapBoundedOnHugeLine(t *testing.T) {
 	chunk := strings.Repeat("q", relayReadSize)
 	chunks := make([]string, 0, (1<<30)/relayReadSize+1)
@@ -344,62 +357,121 @@ func FuzzTapLines(f *testing.F) {
 	})
 }
 
-// TestTapFeedsChunksWhileBehind: while the tap is behind (its consumer
-// stalled until the relay has read the whole burst), the chunks it would
-// shed go to FeedLines whole; with the kept lines the relay set aside and
-// the final drain, every WARN line still reaches OnLine, in order.
-func TestTapFeedsChunksWhileBehind(t *testing.T) {
-	data, warns := burst(20_000, 100)
-	out := &countWriter{want: len(data), full: make(chan struct{})}
-	release, fed := make(chan struct{}), make(chan struct{})
-	var once, fedOnce sync.Once
-	var got []string
-	fedChunks, fedLines := 0, 0
-	onLine := func(_ Stream, line []byte) {
-		once.Do(func() { <-release })
-		if bytes.Contains(line, []byte(" NCCL WARN ")) {
-			got = append(got, string(line))
-		}
+// TestKeepLines: the lines that are not noise stay, in order, and the
+// noise lines are counted.
+func TestKeepLines(t *testing.T) {
+	for _, tc := range []struct{ in, kept string }{
+		{"", ""},
+		{"a NCCL INFO x\n", ""},
+		{"w\n", "w\n"},
+		{"a NCCL INFO x\nw1\nb NCCL INFO y\n\nw2\n", "w1\n\nw2\n"},
+	} {
+		kept, shed := keepLines([]byte(tc.in), infoNoise)
+		assert.Equal(t, tc.kept, string(kept), "%q", tc.in)
+		assert.Equal(t, strings.Count(tc.in, "\n")-strings.Count(tc.kept, "\n"), shed, "%q", tc.in)
 	}
-	feed := feedLinesOf(onLine)
-	feedLines := func(s Stream, p []byte, shed bool) (int, int) {
-		if !shed {
-			return feed(s, p, shed)
-		}
-		fedChunks++
-		fedLines += bytes.Count(p, []byte("\n"))
-		defer fedOnce.Do(func() { close(fed) })
-		return feed(s, p, shed)
-	}
-	tp := newTap(onLine, infoNoise, infoNoiseLines, feedLines)
-	tp.drainTime = time.Hour // every line counts here, however slow the machine
-	tp.budget = nil          // and the whole burst is read, however fast
-	relayBurst(t, data, relayBufSize, out, tp)
-	close(release) // the relay has read it all: the queue is full, the tap behind
-	<-fed          // the next chunk went to FeedLines (the drain's would not)
-	st := tp.close()
-	require.Positive(t, fedChunks, "chunks went to FeedLines")
-	require.Len(t, got, warns, "every WARN line reached OnLine (%+v)", st)
-	for i, l := range got {
-		require.Contains(t, l, fmt.Sprintf(" warning %d: ", i), "in order")
-	}
-	assert.Zero(t, st.Lost)
-	assert.Positive(t, st.Shed)
-	assert.Positive(t, fedLines)
 }
 
-// feedLinesOf is what a Config.FeedLines does: OnLine's work for the lines
-// it keeps (all of them when shed is false).
-func feedLinesOf(onLine LineFunc) func(Stream, []byte, bool) (int, int) {
-	return func(s Stream, p []byte, shed bool) (int, int) {
-		if !shed {
-			for len(p) > 0 {
-				i := bytes.IndexByte(p, '\n')
-				onLine(s, p[:i])
-				p = p[i+1:]
+// pipeOut is a pipe for the relay's output, and what came out of it once
+// the relay has returned (received closes the pipe's write end).
+func pipeOut(t *testing.T) (*os.File, func() []byte) {
+	r, w, err := os.Pipe()
+	require.NoError(t, err)
+	var got bytes.Buffer
+	done := make(chan struct{})
+	go func() { defer close(done); _, _ = io.Copy(&got, r); r.Close() }()
+	return w, func() []byte { w.Close(); <-done; return got.Bytes() }
+}
+
+// TestRelayEveryByte: the relay's output is byte for byte the child's,
+// into a pipe, a file, a file opened to append, a writer that is not a
+// file; once the reader is gone the output is read and discarded, and
+// the tap still gets every line, in order.
+func TestRelayEveryByte(t *testing.T) {
+	data, warns := burst(200_000, 100) // ~19 MiB
+	for _, tc := range []struct {
+		name string
+		// open returns the relay's output, and what it received once the
+		// relay has returned.
+		open   func(t *testing.T) (io.Writer, func() []byte)
+		broken bool // the reader is gone: nothing is received, onErr is called
+	}{
+		{"pipe", func(t *testing.T) (io.Writer, func() []byte) { return pipeOut(t) }, false},
+		{"file", func(t *testing.T) (io.Writer, func() []byte) {
+			p := filepath.Join(t.TempDir(), "out")
+			f, err := os.Create(p)
+			require.NoError(t, err)
+			return f, func() []byte { f.Close(); b, err := os.ReadFile(p); require.NoError(t, err); return b }
+		}, false},
+		{"append-only file", func(t *testing.T) (io.Writer, func() []byte) {
+			p := filepath.Join(t.TempDir(), "append")
+			f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+			require.NoError(t, err)
+			return f, func() []byte { f.Close(); b, err := os.ReadFile(p); require.NoError(t, err); return b }
+		}, false},
+		{"not a file", func(t *testing.T) (io.Writer, func() []byte) {
+			var b bytes.Buffer
+			return &b, func() []byte { return b.Bytes() }
+		}, false},
+		{"reader gone", func(t *testing.T) (io.Writer, func() []byte) {
+			r, w, err := os.Pipe()
+			require.NoError(t, err)
+			r.Close()
+			return w, func() []byte { w.Close(); return nil }
+		}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []string
+			seen := 0
+			tp := newTap(lineTap{line: func(_ Stream, l []byte) {
+				seen++
+				if bytes.Contains(l, []byte(" NCCL WARN ")) {
+					got = append(got, string(l))
+				}
+			}, noise: infoNoise})
+			tp.drainTime = time.Hour
+			out, received := tc.open(t)
+			r, w, err := os.Pipe()
+			require.NoError(t, err)
+			go func() { defer w.Close(); writeChunks(w, data, writeSize) }()
+			var errs []error
+			relay(r, out, Stdout, tp, func(_ Stream, err error) { errs = append(errs, err) })
+			shed, lost := tp.close()
+			b := received()
+			if tc.broken {
+				require.Len(t, errs, 1)
+				assert.ErrorIs(t, errs[0], unix.EPIPE)
+			} else {
+				require.Empty(t, errs)
+				require.True(t, bytes.Equal(data, b), "byte for byte: %d of %d bytes", len(b), len(data))
 			}
-			return 0, 0
-		}
-		return infoNoiseLines(p, func(line []byte) { onLine(s, line) })
+			assert.Zero(t, lost)
+			assert.Equal(t, int64(200_000), int64(seen)+shed, "every line delivered or shed")
+			require.Len(t, got, warns)
+			for i, l := range got {
+				require.Contains(t, l, fmt.Sprintf(" warning %d: ", i), "WARN lines in order")
+			}
+		})
+	}
+}
+
+// TestCutLong: a line over MaxLine is cut to MaxLine bytes wherever it
+// lies among short ones; the others stay as they are.
+func TestCutLong(t *testing.T) {
+	long := strings.Repeat("l", MaxLine+5)
+	exact := strings.Repeat("e", MaxLine)
+	short := strings.Repeat("s\n", MaxLine)
+	for _, tc := range []struct{ in, want string }{
+		{"", ""},
+		{"a\nb\n", "a\nb\n"},
+		{exact + "\n", exact + "\n"},
+		{short + exact + "\n" + short, short + exact + "\n" + short},
+		{long + "\n", long[:MaxLine] + "\n"},
+		{short + long + "\nz\n", short + long[:MaxLine] + "\nz\n"},
+		{"a\n" + long + "\n" + long + "\n", "a\n" + long[:MaxLine] + "\n" + long[:MaxLine] + "\n"},
+	} {
+		got := cutLong([]byte(tc.in))
+		assert.Equal(t, len(tc.want), len(got))
+		assert.True(t, string(got) == tc.want, "%d bytes in", len(tc.in))
 	}
 }

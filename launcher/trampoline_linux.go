@@ -21,12 +21,12 @@ const trampolineEnv = "NCCLRUN_TRAMPOLINE"
 
 // trampolineSpec is what the trampoline applies before it execs Path.
 type trampolineSpec struct {
-	Path    string      `json:"path"` // resolved command
-	Argv    []string    `json:"argv"`
-	Drop    uint64      `json:"drop,omitempty"` // capability mask to remove from every set
-	Memlock *[2]int64   `json:"memlock,omitempty"`
-	User    *Credential `json:"user,omitempty"`
-	Ambient bool        `json:"ambient,omitempty"` // raise CAP_IPC_LOCK into the ambient set
+	Path    string    `json:"path"` // resolved command
+	Argv    []string  `json:"argv"`
+	Drop    uint64    `json:"drop,omitempty"` // capability mask to remove from every set
+	Memlock *[2]int64 `json:"memlock,omitempty"`
+	User    *User     `json:"user,omitempty"`
+	Ambient bool      `json:"ambient,omitempty"` // raise CAP_IPC_LOCK into the ambient set
 	// StatusFD, when > 0, is a pipe on which a failure is reported to the
 	// supervising ncclrun as a trampolineFailure; a successful exec closes it.
 	StatusFD int `json:"status_fd,omitempty"`
@@ -180,7 +180,7 @@ func applyAndExec(spec trampolineSpec, env []string) error {
 // system calls, not Go's all-threads setuid), keeping the permitted
 // capabilities across the uid change so that caps.Set can still pick
 // CAP_IPC_LOCK out of them.
-func switchUser(c Credential) error {
+func switchUser(c User) error {
 	if err := unix.Prctl(unix.PR_SET_KEEPCAPS, 1, 0, 0, 0); err != nil {
 		return fmt.Errorf("PR_SET_KEEPCAPS: %w", err)
 	}

@@ -85,12 +85,11 @@ func statusMask(path, key string) uint64 {
 	return 0
 }
 
-// Promise (issue 12.3): a signal ignored when ncclrun starts (nohup:
-// SIGHUP) stays ignored for CMD, and ncclrun neither catches nor forwards
-// it. So do the job-control signals, which the Go runtime leaves as
-// inherited and signal.Ignored does not report (a review found an ignored
-// SIGTSTP caught). The child's line comes once every signal is caught (the
-// relay's gate), so the supervisor's SigCgt is final when it is read.
+// A signal ignored when ncclrun starts (nohup: SIGHUP) stays ignored for
+// CMD, and ncclrun neither catches nor forwards it. So do the job-control
+// signals, which the Go runtime leaves as inherited and signal.Ignored
+// does not report. Every signal is caught before CMD starts, so the
+// supervisor's SigCgt is final when CMD's line is read.
 func TestRunKeepsIgnoredSignalsIgnored(t *testing.T) {
 	sh := testutil.RequireTool(t, "sh")
 	self, err := os.Executable()
@@ -129,7 +128,7 @@ func TestRunKeepsIgnoredSignalsIgnored(t *testing.T) {
 	}
 }
 
-// Promise (issue 12.4): by default (KillAfter 0) the main child is left its
+// By default (KillAfter 0) the main child is left its
 // own shutdown: a torchrun-like parent escalating SIGTERM -> SIGKILL to a
 // worker that ignores SIGTERM is not killed mid-way, and exits as it would
 // without ncclrun.
@@ -148,7 +147,7 @@ func TestRunDefaultLeavesShutdownToTheCommand(t *testing.T) {
 	assert.Equal(t, "ready\nescalated\n", out.String())
 }
 
-// Promise (issue 12.4): by default, descendants a main child leaves behind
+// By default, descendants a main child leaves behind
 // when it exits on a terminating signal get DefaultKillAfter from its exit,
 // then SIGKILL; the exit status stays the main child's.
 func TestRunDefaultKillsLeftoversAfterTheExit(t *testing.T) {
@@ -171,7 +170,7 @@ func TestRunDefaultKillsLeftoversAfterTheExit(t *testing.T) {
 	assert.Empty(t, ds)
 }
 
-// Promise (issue 12.13): a forged trampoline invocation without a command
+// A forged trampoline invocation without a command
 // or argv is one line and exit 126, never a panic.
 func TestTrampolineRejectsSpecWithoutCommand(t *testing.T) {
 	self, err := os.Executable()

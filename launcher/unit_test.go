@@ -44,7 +44,7 @@ func TestComposeEnv(t *testing.T) {
 	}
 }
 
-func TestMPIRunArgs(t *testing.T) {
+func TestCommandArgsWithEnv(t *testing.T) {
 	dir := t.TempDir()
 	mk := func(p string) string {
 		p = filepath.Join(dir, p)
@@ -85,14 +85,45 @@ func TestMPIRunArgs(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			assert.Equal(t, tt.want, MPIRunArgs(tt.path, tt.args, tt.added))
+			assert.Equal(t, tt.want, Command{Path: tt.path, Args: tt.args}.ArgsWithEnv(tt.added))
 		})
 	}
 	t.Run("OPAL_PREFIX decides an undecided mpirun", func(t *testing.T) {
 		t.Setenv("OPAL_PREFIX", "/opt/ompi")
-		assert.Equal(t, append(x, user...), MPIRunArgs(unknown, user, added))
-		assert.Equal(t, user, MPIRunArgs(mpich, user, added), "a Hydra sibling outweighs OPAL_PREFIX")
+		assert.Equal(t, append(x, user...), Command{Path: unknown, Args: user}.ArgsWithEnv(added))
+		assert.Equal(t, user, Command{Path: mpich, Args: user}.ArgsWithEnv(added), "a Hydra sibling outweighs OPAL_PREFIX")
 	})
+}
+
+func TestCommandTorchrun(t *testing.T) {
+	for _, tc := range []struct {
+		path string
+		args []string
+		want bool
+	}{
+		{"torchrun", nil, true},
+		{"/opt/venv/bin/torchrun", []string{"train.py"}, true},
+		{"python3", []string{"-m", "torch.distributed.run", "x.py"}, true},
+		{"python", []string{"-u", "-m", "torch.distributed.launch"}, true},
+		{"python3", []string{"-mtorch.distributed.run"}, true},
+		{"python3", []string{"train.py", "-m", "torch.distributed.run"}, false},
+		{"python3", []string{"-m", "pip"}, false},
+		{"mpirun", []string{"torchrun"}, false},
+	} {
+		assert.Equal(t, tc.want, Command{Path: tc.path, Args: tc.args}.Torchrun(), "%s %v", tc.path, tc.args)
+	}
+}
+
+func TestCommandRemote(t *testing.T) {
+	for _, tc := range []struct {
+		path string
+		want bool
+	}{
+		{"/usr/bin/mpirun", true}, {"mpiexec.hydra", true}, {"srun", true}, {"ssh", true},
+		{"deepspeed", true}, {"torchrun", false}, {"python3", false}, {"/usr/bin/mpirun.openmpi", true}, {"mpiexec", true}, {"orterun", true},
+	} {
+		assert.Equal(t, tc.want, Command{Path: tc.path}.Remote(), tc.path)
+	}
 }
 
 func TestParseStat(t *testing.T) {
@@ -152,18 +183,18 @@ func TestParseCaps(t *testing.T) {
 func TestResolveUser(t *testing.T) {
 	tests := []struct {
 		spec    string
-		want    Credential
+		want    User
 		wantErr bool
 	}{
-		{"0", Credential{UID: 0, GID: 0, Groups: []uint32{0}}, false},
-		{"root", Credential{UID: 0, GID: 0, Groups: []uint32{0}}, false},
-		{"root:12", Credential{UID: 0, GID: 12, Groups: []uint32{12}}, false},
-		{"4242:4343", Credential{UID: 4242, GID: 4343, Groups: []uint32{4343}}, false},
-		{"4242", Credential{UID: 4242, GID: uint32(os.Getgid()), Groups: []uint32{}}, false},
-		{"", Credential{}, true},
-		{"root:", Credential{}, true},
-		{"ncclrun-no-such-user", Credential{}, true},
-		{"0:ncclrun-no-such-group", Credential{}, true},
+		{"0", User{UID: 0, GID: 0, Groups: []uint32{0}}, false},
+		{"root", User{UID: 0, GID: 0, Groups: []uint32{0}}, false},
+		{"root:12", User{UID: 0, GID: 12, Groups: []uint32{12}}, false},
+		{"4242:4343", User{UID: 4242, GID: 4343, Groups: []uint32{4343}}, false},
+		{"4242", User{UID: 4242, GID: uint32(os.Getgid()), Groups: []uint32{}}, false},
+		{"", User{}, true},
+		{"root:", User{}, true},
+		{"ncclrun-no-such-user", User{}, true},
+		{"0:ncclrun-no-such-group", User{}, true},
 	}
 	for _, tt := range tests {
 		got, err := ResolveUser(tt.spec)

@@ -8,8 +8,10 @@ import (
 	"strings"
 )
 
-// Credential is a resolved Config.User: the ids the child runs with.
-type Credential struct {
+// User is who the child runs as: the ids, resolved once (ResolveUser),
+// that the fork, the trampoline and the reading of CMD's files as CMD's
+// user all use.
+type User struct {
 	UID, GID uint32
 	// Groups are the supplementary groups: the user's own (from
 	// /etc/group, primary group included) when no group was named, only
@@ -22,12 +24,12 @@ type Credential struct {
 // (os/user, which needs no cgo), as gosu and su-exec do. A numeric uid
 // missing from /etc/passwd is allowed; its group is then the named one or
 // ncclrun's own gid. Errors wrap ErrUser.
-func ResolveUser(spec string) (Credential, error) {
+func ResolveUser(spec string) (User, error) {
 	name, group, hasGroup := strings.Cut(spec, ":")
 	if name == "" || (hasGroup && group == "") {
-		return Credential{}, fmt.Errorf("%w %q: want USER or USER:GROUP", ErrUser, spec)
+		return User{}, fmt.Errorf("%w %q: want USER or USER:GROUP", ErrUser, spec)
 	}
-	var c Credential
+	var c User
 	var u *user.User
 	if n, err := strconv.ParseUint(name, 10, 32); err == nil {
 		c.UID = uint32(n)
@@ -38,7 +40,7 @@ func ResolveUser(spec string) (Credential, error) {
 	} else {
 		uu, err := user.Lookup(name)
 		if err != nil {
-			return Credential{}, fmt.Errorf("%w %q: %w", ErrUser, spec, err)
+			return User{}, fmt.Errorf("%w %q: %w", ErrUser, spec, err)
 		}
 		u = uu
 	}
@@ -46,14 +48,14 @@ func ResolveUser(spec string) (Credential, error) {
 		uid, err1 := strconv.ParseUint(u.Uid, 10, 32)
 		gid, err2 := strconv.ParseUint(u.Gid, 10, 32)
 		if err1 != nil || err2 != nil {
-			return Credential{}, fmt.Errorf("%w %q: non-numeric ids %q:%q", ErrUser, spec, u.Uid, u.Gid)
+			return User{}, fmt.Errorf("%w %q: non-numeric ids %q:%q", ErrUser, spec, u.Uid, u.Gid)
 		}
 		c.UID, c.GID = uint32(uid), uint32(gid)
 	}
 	if hasGroup {
 		gid, err := resolveGroup(group)
 		if err != nil {
-			return Credential{}, fmt.Errorf("%w %q: %w", ErrUser, spec, err)
+			return User{}, fmt.Errorf("%w %q: %w", ErrUser, spec, err)
 		}
 		c.GID = gid
 		c.Groups = []uint32{gid}
@@ -63,7 +65,7 @@ func ResolveUser(spec string) (Credential, error) {
 	if u != nil {
 		ids, err := u.GroupIds()
 		if err != nil {
-			return Credential{}, fmt.Errorf("%w %q: supplementary groups: %w", ErrUser, spec, err)
+			return User{}, fmt.Errorf("%w %q: supplementary groups: %w", ErrUser, spec, err)
 		}
 		seen := map[uint32]bool{}
 		for _, s := range ids {
@@ -76,6 +78,12 @@ func ResolveUser(spec string) (Credential, error) {
 		}
 	}
 	return c, nil
+}
+
+// self reports whether u is ncclrun's own real and effective uid and gid.
+func (u User) self() bool {
+	return u.UID == uint32(os.Getuid()) && u.UID == uint32(os.Geteuid()) &&
+		u.GID == uint32(os.Getgid()) && u.GID == uint32(os.Getegid())
 }
 
 func resolveGroup(group string) (uint32, error) {

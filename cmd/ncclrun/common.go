@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
@@ -219,29 +218,6 @@ func seen(cs preflight.CommandState) string {
 		}
 	}
 	return fmt.Sprintf("%s, uid %d, %s", lim, cs.UID, capState)
-}
-
-// isTorchrun reports whether CMD is torchrun (or python -m torch.distributed.run).
-func isTorchrun(path string, args []string) bool {
-	base := filepath.Base(path)
-	if base == "torchrun" {
-		return true
-	}
-	if !strings.HasPrefix(base, "python") {
-		return false
-	}
-	for i, a := range args {
-		switch {
-		case a == "-m" && i+1 < len(args):
-			m := args[i+1]
-			return m == "torch.distributed.run" || m == "torch.distributed.launch"
-		case a == "-mtorch.distributed.run", a == "-mtorch.distributed.launch":
-			return true
-		case !strings.HasPrefix(a, "-"):
-			return false // a script: not the torch launcher
-		}
-	}
-	return false
 }
 
 // fileExists reports whether p names an existing file of any kind.

@@ -29,11 +29,11 @@ func cmdDoctor(c *cli.Context, e *env) error {
 	// --user resolved once, as run does: the probe and preflight use the
 	// same ids. One that does not resolve is left to preflight, which
 	// reports it as a failed check.
-	var cred *launcher.Credential
+	var user *launcher.User
 	if s.user != "" && liveRoot(s.root) {
-		if cr, err := launcher.ResolveUser(s.user); err == nil {
-			cred = &cr
-			resolvedPlan(&opts, cred)
+		if u, err := launcher.ResolveUser(s.user); err == nil {
+			user = &u
+			resolvedPlan(&opts, user)
 		}
 	}
 	report := preflight.Run(c.Context, opts)
@@ -43,7 +43,7 @@ func cmdDoctor(c *cli.Context, e *env) error {
 		// says CMD will get (CAP_IPC_LOCK ambient or not).
 		ambient := report.Command.Ambient
 		opts.Probe = s.probe
-		opts.Prober = func(size int64) error { return probeMlock(c.Context, e, s, cred, ambient, size) }
+		opts.Prober = func(size int64) error { return probeMlock(c.Context, e, s, user, ambient, size) }
 		report = preflight.Run(c.Context, opts)
 	}
 	if c.Bool(flagJSON) {
@@ -62,10 +62,17 @@ func cmdDoctor(c *cli.Context, e *env) error {
 // probeMlock pins size bytes in `ncclrun probe-mlock SIZE`, started through
 // the launcher with exactly the credentials CMD would get. It returns nil
 // when the pin held, else the child's reason.
-func probeMlock(_ context.Context, e *env, s settings, cred *launcher.Credential, ambient bool, size int64) error {
+func probeMlock(_ context.Context, e *env, s settings, user *launcher.User, ambient bool, size int64) error {
 	self, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("find ncclrun's own binary: %w", err)
+	}
+	if user == nil && s.user != "" { // under --root, or a user preflight reports
+		u, err := launcher.ResolveUser(s.user)
+		if err != nil {
+			return fmt.Errorf("start the probe: %w", err)
+		}
+		user = &u
 	}
 	args := []string{"probe-mlock"}
 	if ambient {
@@ -76,8 +83,7 @@ func probeMlock(_ context.Context, e *env, s settings, cred *launcher.Credential
 	res, err := launcher.Run(launcher.Config{
 		Path: self, Args: args, Env: e.environ,
 		Stdin: bytes.NewReader(nil), Stdout: io.Discard, Stderr: &errBuf,
-		User:           s.user,
-		Credential:     cred,
+		User:           user,
 		AmbientIPCLock: ambient,
 		DropCaps:       s.dropCaps,
 		Memlock:        s.launcherMemlock(),

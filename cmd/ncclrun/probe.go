@@ -21,14 +21,6 @@ import (
 // line) to run's stdout, at line boundaries of the relayed output. The
 // child's output gains no line.
 
-// remoteLaunchers start ranks on other hosts, which inherit NCCL_* but not
-// the private directory: there NCCL's fopen fails and it prints INFO to
-// stdout after all, so the probe stays off.
-var remoteLaunchers = map[string]bool{
-	"mpirun": true, "mpiexec": true, "orterun": true, "prterun": true, "mpiexec.hydra": true,
-	"srun": true, "pdsh": true, "ssh": true, "clush": true, "deepspeed": true, "horovodrun": true,
-}
-
 // probeOff says why the probe is off for this run, "" when it may run.
 // userEnv is the user's environment, conf what NCCL's config files set.
 func probeOff(s settings, userEnv []string, conf map[string]string, rep preflight.Report, path string, stdout io.Writer) string {
@@ -55,7 +47,9 @@ func probeOff(s settings, userEnv []string, conf map[string]string, rep prefligh
 	if _, set := conf["NCCL_DEBUG"]; set {
 		return "NCCL_DEBUG is set in NCCL's config file"
 	}
-	if remoteLaunchers[filepath.Base(path)] {
+	if (launcher.Command{Path: path}).Remote() {
+		// They inherit NCCL_* but not the private directory: there NCCL's
+		// fopen fails and it prints INFO to stdout after all.
 		return filepath.Base(path) + " starts ranks on other hosts"
 	}
 	if f, ok := stdout.(*os.File); !ok || isTTY(f) {
@@ -87,8 +81,8 @@ func planProbe(e *env, j *runJob, rep preflight.Report) *transportProbe {
 		return nil
 	}
 	uid, gid := -1, -1
-	if j.cred != nil {
-		uid, gid = int(j.cred.UID), int(j.cred.GID)
+	if j.user != nil {
+		uid, gid = int(j.user.UID), int(j.user.GID)
 	}
 	probe, vars := newTransportProbe(e.stdout, uid, gid)
 	j.s.transportEnv = vars

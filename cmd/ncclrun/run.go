@@ -38,16 +38,13 @@ type runReport struct {
 	ExitCode      int                   `json:"exit_code"`
 	Signal        *string               `json:"signal"`
 	TorchrunError *torchrunError        `json:"torchrun_error,omitempty"`
-	// TapDropped: output bytes diagnosis did not see (launcher.Result.TapDropped);
-	// TapShed of them NCCL INFO noise lines shed under pressure, TapLost other
-	// lines (0 as long as the matcher keeps up with the lines that are not noise),
-	// TapUnread of them the bytes of a burst past the tap's share, relayed unread.
-	TapDropped int64    `json:"tap_dropped_bytes,omitempty"`
-	TapShed    int64    `json:"tap_shed_lines,omitempty"`
-	TapLost    int64    `json:"tap_lost_lines,omitempty"`
-	TapUnread  int64    `json:"tap_unread_bytes,omitempty"`
-	Command    []string `json:"command"`
-	Version    string   `json:"ncclrun_version"`
+	// TapShed: NCCL INFO noise lines diagnosis did not see, shed while it
+	// was behind the output; TapLost: the other lines it did not see (0 as
+	// long as the matcher keeps up with the lines that are not noise).
+	TapShed int64    `json:"tap_shed_lines,omitempty"`
+	TapLost int64    `json:"tap_lost_lines,omitempty"`
+	Command []string `json:"command"`
+	Version string   `json:"ncclrun_version"`
 }
 
 // raiseLimits is the limits stage of run, doctor and env: it raises
@@ -98,10 +95,10 @@ func cmdRun(c *cli.Context, e *env) (err error) {
 	// the summary and report are written after CMD exited) must not kill
 	// ncclrun: before the start it means "do not start", after the exit the
 	// status stays CMD's. During Run the launcher forwards it to CMD. The
-	// signals are enabled once, on a goroutine that run (app.go) starts
-	// before the flags are parsed and that overlaps the preflight, and
-	// never disabled (docs/performance.md); this call is for a cmdRun that
-	// run did not start.
+	// signals are caught once, in one step, on a goroutine that run
+	// (app.go) starts before the flags are parsed and that overlaps the
+	// preflight, and never released; this call is for a cmdRun that run
+	// did not start.
 	launcher.CatchSignals()
 
 	j, err := runSettings(c)
@@ -138,13 +135,16 @@ func cmdRun(c *cli.Context, e *env) (err error) {
 
 // runJob is what run's settings stage hands the others: the parsed flags,
 // the command and its arguments as given, and --user resolved on the live
-// system (where CMD runs whatever --root says); cred is nil without --user.
+// system (where CMD runs whatever --root says); user is nil without --user.
 type runJob struct {
 	s    settings
 	path string
 	args []string
-	cred *launcher.Credential
+	user *launcher.User
 }
+
+// command is CMD as launcher.Command, which knows what kind of launcher it is.
+func (j runJob) command() launcher.Command { return launcher.Command{Path: j.path, Args: j.args} }
 
 // runSettings is run's settings stage: flags checked, a command given, and
 // --user resolved once, so that a user that does not exist is a mistake in
@@ -162,11 +162,11 @@ func runSettings(c *cli.Context) (runJob, error) {
 		return runJob{}, usagef("empty command name")
 	}
 	if s.user != "" {
-		cred, err := launcher.ResolveUser(s.user)
+		u, err := launcher.ResolveUser(s.user)
 		if err != nil {
 			return runJob{}, usagef("--user: %v", err)
 		}
-		j.cred = &cred
+		j.user = &u
 	}
 	return j, nil
 }
@@ -180,7 +180,7 @@ func runSettings(c *cli.Context) (runJob, error) {
 func runPreflight(ctx context.Context, e *env, j runJob, before *preflight.Rlimit) (preflight.Report, error) {
 	opts := preflightOptions(j.s, e.environ, before)
 	if liveRoot(j.s.root) {
-		resolvedPlan(&opts, j.cred)
+		resolvedPlan(&opts, j.user)
 	}
 	rep := preflight.Run(ctx, opts)
 	if !j.s.quiet {
@@ -200,9 +200,9 @@ func runPreflight(ctx context.Context, e *env, j runJob, before *preflight.Rlimi
 // resolvedPlan gives preflight the ids the launcher will use for --user
 // (nil: no --user). Only on the live system: under --root the tree's own
 // passwd and group files describe that system instead.
-func resolvedPlan(opts *preflight.Options, cred *launcher.Credential) {
-	if cred != nil {
-		opts.Plan.Resolved, opts.Plan.UID, opts.Plan.GID = true, int(cred.UID), int(cred.GID)
+func resolvedPlan(opts *preflight.Options, u *launcher.User) {
+	if u != nil {
+		opts.Plan.Resolved, opts.Plan.UID, opts.Plan.GID = true, int(u.UID), int(u.GID)
 	}
 }
 
@@ -233,7 +233,7 @@ func planChild(e *env, j runJob, rep preflight.Report) childPlan {
 		if v != "" && !j.s.noWatch {
 			p.torchFile = nccllog.PinDir(v) // the user's: torchrun writes it whatever starts torchrun
 		}
-	} else if !j.s.noWatch && isTorchrun(j.path, j.args) {
+	} else if !j.s.noWatch && j.command().Torchrun() {
 		if dir, err := os.MkdirTemp("", "ncclrun-torchelastic-"); err == nil {
 			p.cleanup = func() { os.RemoveAll(dir) }
 			if j.s.user != "" {
@@ -252,10 +252,9 @@ func planChild(e *env, j runJob, rep preflight.Report) childPlan {
 	}
 	p.report, p.termLog = nccllog.PinDir(j.s.report), nccllog.PinDir(terminationLogPath(j.s, rep))
 	p.cfg = launcher.Config{
-		Path: j.path, Args: launcher.MPIRunArgs(j.path, j.args, added), Env: childEnv,
+		Path: j.path, Args: j.command().ArgsWithEnv(added), Env: childEnv,
 		Stdin: e.stdin, Stdout: e.stdout, Stderr: e.stderr,
-		User:           j.s.user,
-		Credential:     j.cred,
+		User:           j.user,
 		AmbientIPCLock: rep.Command.Ambient,
 		DropCaps:       j.s.dropCaps,
 		Memlock:        j.s.launcherMemlock(),
@@ -269,7 +268,8 @@ func planChild(e *env, j runJob, rep preflight.Report) childPlan {
 }
 
 // watch is the diagnosis of CMD's output while it runs: the matcher, and
-// which diagnoses were printed already.
+// which diagnoses were printed already. It is the launcher.Tap of CMD's
+// output, and run's other sources feed it too (sources.go).
 //
 // The matcher is built on CMD's first line, not before the start:
 // compiling the shipped catalog takes ~5 ms, which a CMD that prints
@@ -278,7 +278,7 @@ func planChild(e *env, j runJob, rep preflight.Report) childPlan {
 type watch struct {
 	stderr  io.Writer
 	facts   diagnosis.Facts
-	mu      sync.Mutex // OnLine is called from one goroutine at a time; the lock also orders Diagnoses after it
+	mu      sync.Mutex // the tap's goroutine and the probe's feed it; the lock also orders Diagnoses after them
 	m       *diagnosis.Matcher
 	printed map[string]bool
 	started time.Time // just before CMD started, less the file times' granularity
@@ -296,26 +296,25 @@ func (w *watch) matcher() *diagnosis.Matcher {
 	return w.m
 }
 
-// onLine is launcher.Config.OnLine: each diagnosis is printed as it is found.
-func (w *watch) onLine(_ launcher.Stream, line []byte) {
+// Lines is launcher.Tap.Lines: a chunk of lines goes to the matcher at
+// once, which skips the lines that cannot change its result with one scan
+// of the chunk and, when the tap is behind, sheds the noise among the
+// others; each diagnosis is printed as it is found.
+func (w *watch) Lines(_ launcher.Stream, p []byte, behind bool) int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.print(w.matcher().FeedAll(line))
+	var noise func([]byte) bool
+	if behind {
+		noise = diagnosis.Noise
+	}
+	shed, _ := w.matcher().FeedChunk(p, noise, w.print)
+	return shed
 }
 
-// feedLines is launcher.Config.FeedLines: a chunk of lines goes to the
-// matcher at once, which skips the lines that cannot change its result
-// with its filter's scan and, when the tap is behind (shed), sheds the
-// noise among the others.
-func (w *watch) feedLines(_ launcher.Stream, p []byte, shed bool) (int, int) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	noise := diagnosis.Noise
-	if !shed {
-		noise = nil
-	}
-	return w.matcher().FeedChunk(p, noise, w.print)
-}
+// Noise is launcher.Tap.Noise: NCCL's per-channel INFO lines and the
+// like, which the tap sheds when the matcher falls behind a burst; every
+// other line (WARN lines, errors) is kept.
+func (w *watch) Noise(line []byte) bool { return diagnosis.Noise(line) }
 
 // print prints the diagnoses found on a line; w.mu is held.
 func (w *watch) print(ds []diagnosis.Diagnosis) {
@@ -333,12 +332,7 @@ func (w *watch) print(ds []diagnosis.Diagnosis) {
 // and wait for it.
 func supervise(e *env, j runJob, p childPlan, w *watch, term <-chan os.Signal) (launcher.Result, error) {
 	cfg := p.cfg
-	cfg.OnLine = w.onLine
-	// When the matcher falls behind a burst, the tap sheds NCCL's per-channel
-	// INFO noise and keeps every other line (WARN lines, errors).
-	cfg.Shed = diagnosis.Noise
-	cfg.ShedLines = diagnosis.NoiseLines
-	cfg.FeedLines = w.feedLines
+	cfg.Tap = w
 	cfg.OnOutputError = func(st launcher.Stream, err error) {
 		name := "stdout"
 		if st == launcher.Stderr {
@@ -422,7 +416,7 @@ func collect(e *env, j runJob, p childPlan, w *watch, res launcher.Result, term 
 }
 
 // reportOutcome is run's report stage: the diagnoses not printed yet, the exit
-// summary with the held-back preflight warnings, the tap's skipped bytes,
+// summary with the held-back preflight warnings, the lines the tap lost,
 // --report and the termination log.
 func reportOutcome(e *env, j runJob, rep preflight.Report, p childPlan, out outcome) {
 	s, ds, res := j.s, out.ds, out.res
@@ -451,7 +445,7 @@ func reportOutcome(e *env, j runJob, rep preflight.Report, p childPlan, out outc
 		rr := runReport{
 			Preflight: rep, EnvAdded: envMap(p.added), Diagnoses: nonNil(ds),
 			ExitCode: res.ExitCode, TorchrunError: out.te,
-			TapDropped: res.TapDropped, TapShed: res.TapShed, TapLost: res.TapLost, TapUnread: res.TapUnread,
+			TapShed: res.TapShed, TapLost: res.TapLost,
 			Command: append([]string{j.path}, p.cfg.Args...), Version: version,
 		}
 		if out.sigName != "" {

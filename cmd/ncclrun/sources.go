@@ -12,7 +12,7 @@ import (
 // transport probe's files while CMD runs, NCCL_DEBUG_FILE's after it
 // exits): they reach the matcher through the seam CMD's output takes,
 // never shed, each diagnosis printed as it is found.
-func (w *watch) sourceLines(chunk []byte) { w.feedLines(launcher.Stdout, chunk, false) }
+func (w *watch) sourceLines(chunk []byte) { w.Lines(launcher.Stdout, chunk, false) }
 
 // maxExitWarnings is how many files not read are named one by one.
 const maxExitWarnings = 5
@@ -21,8 +21,8 @@ const maxExitWarnings = 5
 // NCCL_DEBUG_FILE's and torchrun's error file, those not older than since.
 func exitFiles(p childPlan, j runJob, since time.Time) nccllog.ExitFiles {
 	x := nccllog.ExitFiles{Pattern: p.debugFile, TorchFile: p.torchFile, Since: since}
-	if j.cred != nil {
-		x.Cred = &safefile.Cred{UID: j.cred.UID, GID: j.cred.GID, Groups: j.cred.Groups}
+	if j.user != nil {
+		x.Cred = &safefile.Cred{UID: j.user.UID, GID: j.user.GID, Groups: j.user.Groups}
 	}
 	return x
 }

@@ -116,24 +116,6 @@ func TestParseTorchrunError(t *testing.T) {
 	require.Nil(t, parseTorchrunError([]byte(`{}`)))
 }
 
-func TestIsTorchrun(t *testing.T) {
-	for _, tc := range []struct {
-		path string
-		args []string
-		want bool
-	}{
-		{"torchrun", nil, true},
-		{"/opt/venv/bin/torchrun", []string{"train.py"}, true},
-		{"python3", []string{"-m", "torch.distributed.run", "x.py"}, true},
-		{"python", []string{"-u", "-m", "torch.distributed.launch"}, true},
-		{"python3", []string{"train.py", "-m", "torch.distributed.run"}, false},
-		{"python3", []string{"-m", "pip"}, false},
-		{"mpirun", []string{"torchrun"}, false},
-	} {
-		require.Equal(t, tc.want, isTorchrun(tc.path, tc.args), "%s %v", tc.path, tc.args)
-	}
-}
-
 func TestShellQuoteAndTruncate(t *testing.T) {
 	require.Equal(t, `'a b'`, shellQuote("a b"))
 	require.Equal(t, `'it'\''s'`, shellQuote("it's"))

@@ -13,12 +13,13 @@ import (
 	"github.com/ncclrun/ncclrun/launcher"
 )
 
-// TestWatchFeedLines: a chunk the tap hands over whole (launcher's
-// FeedLines) is diagnosed as its lines are: a cause found in it is
-// printed at once, the held-back generic one waits for the exit, and the
-// noise lines the matcher passes on are shed when the tap is behind, and
-// only then.
-func TestWatchFeedLines(t *testing.T) {
+// TestWatchLines: a chunk of lines the tap hands over (launcher.Tap.Lines)
+// is diagnosed as its lines are: a cause found in it is printed at once,
+// the held-back generic one waits for the exit, and the noise lines the
+// matcher passes on are shed when the tap is behind, and only then. Noise
+// is diagnosis.Noise: the per-channel lines, never a WARN line or an
+// error.
+func TestWatchLines(t *testing.T) {
 	noise := "gpu-node-00:31000:31097 [0] NCCL INFO Channel 22/0 : 1[1] -> 0[0] [receive] via NET/IB/2/GDRDMA\n"
 	healthy := "gpu-node-00:31000:31097 [0] NCCL INFO Connected all rings\n"
 	memlock := "node-a:1234:1300 [0] misc/ibvwrap.cc:212 NCCL WARN Call to ibv_reg_mr_iova2 failed with error Cannot allocate memory\n"
@@ -33,11 +34,12 @@ func TestWatchFeedLines(t *testing.T) {
 		{"the generic one is held back", strings.Repeat(healthy, 10) + generic, nil, []string{"nccl-error"}},
 		{"noise only", strings.Repeat(noise, 100), nil, nil},
 	} {
-		for _, behind := range []bool{true, false} {
+		for _, behind := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/behind=%v", c.name, behind), func(t *testing.T) {
 				var stderr bytes.Buffer
 				w := &watch{stderr: &stderr, printed: map[string]bool{}}
-				shed, size := w.feedLines(launcher.Stdout, []byte(c.chunk), behind)
+				var tap launcher.Tap = w
+				shed := tap.Lines(launcher.Stdout, []byte(c.chunk), behind)
 				var printed []string
 				for id := range w.printed {
 					printed = append(printed, id)
@@ -56,13 +58,18 @@ func TestWatchFeedLines(t *testing.T) {
 				assert.ElementsMatch(t, c.found, found)
 				if !behind {
 					assert.Zero(t, shed, "nothing is shed while the tap keeps up")
-					assert.Zero(t, size)
 				} else if strings.Contains(c.chunk, noise) {
 					assert.Positive(t, shed, "the receive lines pass the filter and are noise")
-					assert.Equal(t, shed*len(noise), size)
 				}
 			})
 		}
+	}
+	w := &watch{}
+	for _, l := range []string{noise} {
+		assert.True(t, w.Noise([]byte(strings.TrimSuffix(l, "\n"))), l)
+	}
+	for _, l := range []string{memlock, generic} {
+		assert.False(t, w.Noise([]byte(strings.TrimSuffix(l, "\n"))), l)
 	}
 }
 

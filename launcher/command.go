@@ -6,13 +6,61 @@ import (
 	"strings"
 )
 
-// MPIRunArgs returns args with `-x NAME` inserted, before the user's own
-// arguments, for each added variable when path is Open MPI's launcher
-// (mpirun, mpiexec, orterun, prterun), which does not forward the
-// environment to remote ranks. A name the user already passes with -x is
-// not repeated. For any other command, MPICH's and Intel MPI's Hydra
-// mpiexec included (they forward the whole environment by default), args
-// is returned unchanged.
+// Command is CMD as given on ncclrun's command line: the program and its
+// arguments. It is the one place that knows which launcher CMD is
+// (torchrun, Open MPI's or another MPI's mpirun, a starter of ranks on
+// other hosts) and what that means for ncclrun.
+type Command struct {
+	Path string
+	Args []string
+}
+
+// Torchrun reports whether the command is torchrun, or python running
+// torch.distributed.run or torch.distributed.launch as a module.
+func (c Command) Torchrun() bool {
+	base := filepath.Base(c.Path)
+	if base == "torchrun" {
+		return true
+	}
+	if !strings.HasPrefix(base, "python") {
+		return false
+	}
+	for i, a := range c.Args {
+		switch {
+		case a == "-m" && i+1 < len(c.Args):
+			m := c.Args[i+1]
+			return m == "torch.distributed.run" || m == "torch.distributed.launch"
+		case a == "-mtorch.distributed.run", a == "-mtorch.distributed.launch":
+			return true
+		case !strings.HasPrefix(a, "-"):
+			return false // a script: not the torch launcher
+		}
+	}
+	return false
+}
+
+// remoteLaunchers start ranks on other hosts, besides the MPI launchers.
+var remoteLaunchers = map[string]bool{
+	"srun": true, "pdsh": true, "ssh": true, "clush": true, "deepspeed": true, "horovodrun": true,
+}
+
+// Remote reports whether the command starts ranks on other hosts (an MPI
+// launcher such as mpirun or mpiexec.hydra, srun, ssh, pdsh, clush,
+// deepspeed, horovodrun): they get ncclrun's environment but none of the
+// files on this host.
+func (c Command) Remote() bool {
+	base := filepath.Base(c.Path)
+	name, _, _ := strings.Cut(base, ".")
+	return mpiLaunchers[name] || remoteLaunchers[base]
+}
+
+// ArgsWithEnv returns c.Args with `-x NAME` inserted, before the user's
+// own arguments, for each added variable when the command is Open MPI's
+// launcher (mpirun, mpiexec, orterun, prterun), which does not forward
+// the environment to remote ranks. A name the user already passes with -x
+// is not repeated. For any other command, MPICH's and Intel MPI's Hydra
+// mpiexec included (they forward the whole environment by default),
+// c.Args is returned unchanged.
 //
 // How Open MPI is told apart: orterun and prterun (and names such as
 // mpirun.openmpi) are Open MPI's own; for mpirun and mpiexec the command is
@@ -21,8 +69,9 @@ import (
 // next to it; a resolved name or a sibling that says MPICH, Hydra or Intel
 // MPI (mpichversion, hydra_pmi_proxy, impi_info) means not Open MPI. When
 // nothing decides, OPAL_PREFIX in ncclrun's environment means Open MPI.
-func MPIRunArgs(path string, args []string, added []EnvVar) []string {
-	if len(added) == 0 || !isOpenMPI(path, os.Getenv("PATH"), os.Getenv("OPAL_PREFIX") != "") {
+func (c Command) ArgsWithEnv(added []EnvVar) []string {
+	args := c.Args
+	if len(added) == 0 || !isOpenMPI(c.Path, os.Getenv("PATH"), os.Getenv("OPAL_PREFIX") != "") {
 		return args
 	}
 	passed := passedWithX(args)
@@ -43,7 +92,7 @@ func MPIRunArgs(path string, args []string, added []EnvVar) []string {
 // mpiLaunchers are the command names Open MPI installs as its launcher.
 var mpiLaunchers = map[string]bool{"mpirun": true, "mpiexec": true, "orterun": true, "prterun": true}
 
-// isOpenMPI reports whether path names Open MPI's launcher (see MPIRunArgs).
+// isOpenMPI reports whether path names Open MPI's launcher (see ArgsWithEnv).
 func isOpenMPI(path, pathEnv string, opalPrefix bool) bool {
 	base := filepath.Base(path)
 	name, suffix, _ := strings.Cut(base, ".")
