@@ -1,0 +1,464 @@
+//go:build acceptance
+
+package acceptance
+
+// The multi-node suite: several hosts on this machine, each a network
+// namespace with its own hostname (a UTS namespace), /etc/hosts and an
+// address in 198.18.0.0/24 (the benchmark range, RFC 2544), joined by a
+// bridge that lives in a namespace of its own, so nothing is added to the
+// machine's own network. Each node's entrypoint is PID 1 of a PID
+// namespace: torchrun (c10d rendezvous across the nodes, gloo) or mpirun,
+// plain or behind ncclrun, and the two are compared. mpirun starts its
+// ranks on the other nodes through testdata/netns-agent.sh, which enters
+// their namespaces as ssh would reach another machine.
+//
+// `make multinode` runs these tests alone; `make acceptance` runs them
+// with the rest. Without root, ip(8) or namespaces they skip, and under
+// CI=true they fail.
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ncclrun/ncclrun/internal/testutil"
+)
+
+// nsPrefix starts the name of every namespace the suite creates; the
+// creating process's pid follows, so a later run removes what a killed
+// run left behind.
+const nsPrefix = "ncclrun-mn-"
+
+// cluster is a set of nodes joined by a bridge.
+type cluster struct {
+	t     *testing.T
+	name  string   // namespace names: name-sw (the bridge), name-0, name-1, ...
+	dir   string   // hosts, HOST.netns (for the agent), one TMPDIR per node
+	hosts []string // node0, node1, ...
+}
+
+var clusterSeq struct {
+	sync.Mutex
+	n int
+}
+
+// addr is node i's address.
+func addr(i int) string { return fmt.Sprintf("198.18.0.%d", i+1) }
+
+// newCluster makes n nodes, removed with every process in them when the
+// test ends, whatever its outcome.
+func newCluster(t *testing.T, n int) *cluster {
+	t.Helper()
+	testutil.RequireRoot(t)
+	for _, tool := range []string{"ip", "unshare", "mount", "hostname"} {
+		testutil.RequireTool(t, tool)
+	}
+	removeStale(t)
+	clusterSeq.Lock()
+	clusterSeq.n++
+	seq := clusterSeq.n
+	clusterSeq.Unlock()
+	c := &cluster{t: t, name: fmt.Sprintf("%s%d-%d", nsPrefix, os.Getpid(), seq), dir: t.TempDir()}
+	require.NoError(t, os.Chmod(c.dir, 0o755))
+	hosts := "127.0.0.1 localhost\n"
+	for i := range n {
+		c.hosts = append(c.hosts, fmt.Sprintf("node%d", i))
+		hosts += addr(i) + " " + c.hosts[i] + "\n"
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(c.dir, "hosts"), []byte(hosts), 0o644))
+	t.Cleanup(c.remove)
+	sw := c.name + "-sw"
+	steps := [][]string{{"netns", "add", sw}, {"-n", sw, "link", "add", "br0", "type", "bridge"},
+		{"-n", sw, "link", "set", "br0", "up"}}
+	for i := range n {
+		ns, veth := c.ns(i), fmt.Sprintf("v%d", i)
+		require.NoError(t, os.WriteFile(filepath.Join(c.dir, c.hosts[i]+".netns"), []byte(ns), 0o644))
+		require.NoError(t, os.MkdirAll(filepath.Join(c.dir, c.hosts[i], "tmp"), 0o1777))
+		steps = append(steps, []string{"netns", "add", ns},
+			[]string{"link", "add", "eth0", "netns", ns, "type", "veth", "peer", "name", veth, "netns", sw},
+			[]string{"-n", sw, "link", "set", veth, "master", "br0", "up"},
+			[]string{"-n", ns, "addr", "add", addr(i) + "/24", "dev", "eth0"},
+			[]string{"-n", ns, "link", "set", "eth0", "up"},
+			[]string{"-n", ns, "link", "set", "lo", "up"})
+	}
+	for _, s := range steps {
+		if out, err := exec.Command("ip", s...).CombinedOutput(); err != nil {
+			testutil.SkipOrFail(t, "network namespaces cannot be had: ip %s: %v: %s", strings.Join(s, " "), err, out)
+		}
+	}
+	return c
+}
+
+func (c *cluster) ns(i int) string { return fmt.Sprintf("%s-%d", c.name, i) }
+
+// remove kills every process in the cluster's namespaces and deletes them
+// (the veth pairs and the bridge go with them).
+func (c *cluster) remove() {
+	out, _ := exec.Command("ip", "netns", "list").Output()
+	for _, ns := range netnsNames(out) {
+		if ns == c.name+"-sw" || strings.HasPrefix(ns, c.name+"-") {
+			deleteNetns(ns)
+		}
+	}
+}
+
+// removeStale deletes the namespaces of earlier runs whose process is gone.
+func removeStale(t *testing.T) {
+	out, err := exec.Command("ip", "netns", "list").Output()
+	if err != nil {
+		return
+	}
+	for _, ns := range netnsNames(out) {
+		rest, ok := strings.CutPrefix(ns, nsPrefix)
+		if !ok {
+			continue
+		}
+		pid, _, _ := strings.Cut(rest, "-")
+		if _, err := os.Stat("/proc/" + pid); err != nil {
+			t.Logf("removing %s, left by process %s", ns, pid)
+			deleteNetns(ns)
+		}
+	}
+}
+
+// netnsNames parses `ip netns list` ("name" or "name (id: 3)" a line).
+func netnsNames(out []byte) []string {
+	var names []string
+	for _, l := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(l); len(f) > 0 {
+			names = append(names, f[0])
+		}
+	}
+	return names
+}
+
+func deleteNetns(ns string) {
+	out, _ := exec.Command("ip", "netns", "pids", ns).Output()
+	for _, f := range strings.Fields(string(out)) {
+		if pid, err := strconv.Atoi(f); err == nil {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+	_ = exec.Command("ip", "netns", "del", ns).Run()
+}
+
+// cut takes node i's link down at the bridge: a partition.
+func (c *cluster) cut(i int) {
+	c.t.Helper()
+	out, err := exec.Command("ip", "-n", c.name+"-sw", "link", "set", fmt.Sprintf("v%d", i), "down").CombinedOutput()
+	require.NoError(c.t, err, "%s", out)
+}
+
+// heal brings node i's link back up.
+func (c *cluster) heal(i int) {
+	c.t.Helper()
+	out, err := exec.Command("ip", "-n", c.name+"-sw", "link", "set", fmt.Sprintf("v%d", i), "up").CombinedOutput()
+	require.NoError(c.t, err, "%s", out)
+}
+
+// nodeEnv is node i's environment: clientEnv's, a TMPDIR of its own, the
+// Gloo interface, and MN_DIR for the agent.
+func (c *cluster) nodeEnv(i int, extra ...string) []string {
+	tmp := filepath.Join(c.dir, c.hosts[i], "tmp")
+	env := clientEnv(c.t)
+	for j, kv := range env {
+		if strings.HasPrefix(kv, "TMPDIR=") {
+			env[j] = "TMPDIR=" + tmp
+		}
+	}
+	return append(env, append([]string{"GLOO_SOCKET_IFNAME=eth0", "MN_DIR=" + c.dir}, extra...)...)
+}
+
+// proc is a node's entrypoint, running.
+type proc struct {
+	host          string
+	cmd           *exec.Cmd
+	stdout        *readyWriter
+	stderr        *readyWriter
+	done          chan struct{} // closed when it ended; code is then set
+	code          int
+	report, trmlg string // ncclrun's --report and --termination-log ("" when plain)
+}
+
+// start starts argv as PID 1 of a new PID namespace on node i.
+func (c *cluster) start(i int, env []string, argv ...string) *proc {
+	c.t.Helper()
+	all := append([]string{"ip", "netns", "exec", c.ns(i), "unshare", "--uts", "--mount", "--pid", "--fork",
+		"--mount-proc", "--kill-child", filepath.Join(harness, "node-init.sh"), c.hosts[i], filepath.Join(c.dir, "hosts")}, argv...)
+	cmd := exec.Command(all[0], all[1:]...)
+	cmd.Env = env
+	p := &proc{host: c.hosts[i], cmd: cmd, stdout: newReadyWriter(), stderr: newReadyWriter(), done: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = p.stdout, p.stderr
+	require.NoError(c.t, cmd.Start())
+	go func() {
+		err := cmd.Wait()
+		p.code = -1
+		var ee *exec.ExitError
+		switch {
+		case err == nil:
+			p.code = 0
+		case errors.As(err, &ee):
+			p.code = ee.ExitCode()
+			if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+				p.code = 128 + int(ws.Signal())
+			}
+		}
+		close(p.done)
+	}()
+	c.t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-p.done
+	})
+	return p
+}
+
+// pid1 is the host's pid of the node's PID 1 (unshare's child).
+func (p *proc) pid1(t *testing.T) int {
+	t.Helper()
+	pid := p.cmd.Process.Pid
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+	require.NoError(t, err)
+	f := strings.Fields(string(b))
+	require.Len(t, f, 1, "unshare's children")
+	n, err := strconv.Atoi(f[0])
+	require.NoError(t, err)
+	return n
+}
+
+// wait waits for the node's entrypoint to end (hangGuard at most).
+func (p *proc) wait(t *testing.T) int {
+	t.Helper()
+	select {
+	case <-p.done:
+		return p.code
+	case <-time.After(hangGuard):
+		t.Fatalf("%s did not end within %v; stderr:\n%s", p.host, hangGuard, p.stderr)
+	}
+	return 0
+}
+
+func (p *proc) String() string {
+	return fmt.Sprintf("%s (exit %d)\n--- stdout\n%s--- stderr\n%s", p.host, p.code, p.stdout, p.stderr)
+}
+
+// readyWriter keeps what is written and tells when a line holding a
+// string was written n times.
+type readyWriter struct {
+	mu     sync.Mutex
+	b      bytes.Buffer
+	notify chan struct{}
+}
+
+func newReadyWriter() *readyWriter { return &readyWriter{notify: make(chan struct{}, 1)} }
+
+func (w *readyWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	select {
+	case w.notify <- struct{}{}:
+	default:
+	}
+	return w.b.Write(p)
+}
+
+func (w *readyWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
+}
+
+// await waits until s was written n times; it fails when done closes
+// first or hangGuard passes.
+func (w *readyWriter) await(s string, n int, done <-chan struct{}) error {
+	timeout := time.After(hangGuard)
+	for strings.Count(w.String(), s) < n {
+		select {
+		case <-w.notify:
+		case <-done:
+			if strings.Count(w.String(), s) >= n {
+				return nil
+			}
+			return fmt.Errorf("ended before %q was written %d times:\n%s", s, n, w.String())
+		case <-timeout:
+			return fmt.Errorf("%q not written %d times within %v:\n%s", s, n, hangGuard, w.String())
+		}
+	}
+	return nil
+}
+
+// job is one torchrun job over a cluster: one proc per node.
+type job []*proc
+
+// torchJob starts torchrun on every node of c (through ncclrun when via),
+// each node with env(i) added to its environment.
+func torchJob(t *testing.T, c *cluster, via bool, nproc int, script string, env func(i int) []string) job {
+	t.Helper()
+	tr := torchrun(t)
+	var j job
+	for i := range c.hosts {
+		argv := []string{tr, "--nnodes", strconv.Itoa(len(c.hosts)), "--nproc_per_node", strconv.Itoa(nproc),
+			"--rdzv_backend", "c10d", "--rdzv_endpoint", addr(0) + ":29400", "--rdzv_id", "mn",
+			"--monitor_interval", "1", filepath.Join(harness, script)}
+		var rep, trm string
+		if via {
+			out := shared(t)
+			rep, trm = filepath.Join(out, "report.json"), filepath.Join(out, "termination-log")
+			argv = append([]string{ncclrunBin, "--report", rep, "--termination-log", trm, "--"}, argv...)
+		}
+		var extra []string
+		if env != nil {
+			extra = env(i)
+		}
+		p := c.start(i, c.nodeEnv(i, extra...), argv...)
+		p.report, p.trmlg = rep, trm
+		j = append(j, p)
+	}
+	return j
+}
+
+// codes waits for every node and returns their exit statuses.
+func (j job) codes(t *testing.T) []int {
+	t.Helper()
+	var cs []int
+	for _, p := range j {
+		cs = append(cs, p.wait(t))
+	}
+	return cs
+}
+
+func (j job) String() string {
+	var b strings.Builder
+	for _, p := range j {
+		b.WriteString(p.String())
+	}
+	return b.String()
+}
+
+// pair runs the same job plain and through ncclrun, side by side on two
+// clusters, and returns both once act (nil: none) has been done to each
+// and every node ended.
+func pair(t *testing.T, nodes, nproc int, script string, env func(i int) []string, act func(c *cluster, j job) error) (plain, via job) {
+	t.Helper()
+	cp, cv := newCluster(t, nodes), newCluster(t, nodes)
+	plain = torchJob(t, cp, false, nproc, script, env)
+	via = torchJob(t, cv, true, nproc, script, env)
+	if act != nil {
+		errs := make([]error, 2)
+		var wg sync.WaitGroup
+		for k, x := range []struct {
+			c *cluster
+			j job
+		}{{cp, plain}, {cv, via}} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs[k] = act(x.c, x.j)
+			}()
+		}
+		wg.Wait()
+		require.NoError(t, errs[0], "plain")
+		require.NoError(t, errs[1], "through ncclrun")
+	}
+	pc, vc := plain.codes(t), via.codes(t)
+	saveFixture(t, via)
+	assert.Equal(t, pc, vc, "exit status of every node, plain vs through ncclrun:\nplain:\n%s\nthrough ncclrun:\n%s", plain, via)
+	return plain, via
+}
+
+// mnReport is what the suite reads of ncclrun's --report.
+type mnReport struct {
+	ExitCode      int `json:"exit_code"`
+	TorchrunError *struct {
+		Message string `json:"message"`
+	} `json:"torchrun_error"`
+	Diagnoses []mnDiagnosis `json:"diagnoses"`
+}
+
+type mnDiagnosis struct {
+	ID           string   `json:"id"`
+	Title        string   `json:"title"`
+	Hosts        []string `json:"hosts"`
+	FirstLine    string   `json:"first_line"`
+	Cause        string   `json:"cause"`
+	KnockOnOf    string   `json:"knock_on_of"`
+	FirstFailure *struct {
+		Host string `json:"host"`
+		Rank *int   `json:"rank"`
+	} `json:"first_failure"`
+}
+
+func (p *proc) readReport(t *testing.T) mnReport {
+	t.Helper()
+	b, err := os.ReadFile(p.report)
+	require.NoError(t, err, "%s wrote no report", p.host)
+	var r mnReport
+	require.NoError(t, json.Unmarshal(b, &r), "%s", b)
+	return r
+}
+
+func (p *proc) termination(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(p.trmlg)
+	require.NoError(t, err, "%s wrote no termination message", p.host)
+	return string(b)
+}
+
+func (r mnReport) ids() []string {
+	var ids []string
+	for _, d := range r.Diagnoses {
+		ids = append(ids, d.ID)
+	}
+	return ids
+}
+
+func (r mnReport) find(id string) *mnDiagnosis {
+	for i := range r.Diagnoses {
+		if r.Diagnoses[i].ID == id {
+			return &r.Diagnoses[i]
+		}
+	}
+	return nil
+}
+
+// fixtureDir, when set (MULTINODE_FIXTURES=dir), receives each node's
+// output through ncclrun as TestName.HOST.log: the real lines the
+// diagnosis tests are built from (diagnosis/testdata/multinode).
+func saveFixture(t *testing.T, j job) {
+	dir := os.Getenv("MULTINODE_FIXTURES")
+	if dir == "" {
+		return
+	}
+	for _, p := range j {
+		name := strings.ReplaceAll(t.Name(), "/", "_") + "." + p.host + ".log"
+		_ = os.WriteFile(filepath.Join(dir, name), []byte(p.stdout.String()+p.stderr.String()), 0o644)
+	}
+}
+
+// Promise: a healthy two-node torchrun job ends through ncclrun as without
+// it on every node, every rank's output relayed, and not one line of
+// ncclrun's own on any node.
+func TestMultinodeTorchrunHealthy(t *testing.T) {
+	_, via := pair(t, 2, 2, "mn.py", nil, nil)
+	for _, p := range via {
+		assert.Equal(t, 0, p.code, "%s", p)
+		assert.Empty(t, ncclrunLines(p.stderr.String()), "a healthy job prints nothing of ncclrun's own: %s", p)
+		assert.Equal(t, 0, p.readReport(t).ExitCode)
+	}
+	out := via[0].stdout.String() + via[1].stdout.String()
+	for r := range 4 {
+		assert.Contains(t, out, fmt.Sprintf("rank %d sum 10", r))
+	}
+}
