@@ -462,3 +462,229 @@ func TestMultinodeTorchrunHealthy(t *testing.T) {
 		assert.Contains(t, out, fmt.Sprintf("rank %d sum 10", r))
 	}
 }
+
+// readyAll waits until each node's nproc ranks said "ready".
+func readyAll(j job, nproc int) error {
+	for _, p := range j {
+		if err := p.stdout.await("ready ", nproc, p.done); err != nil {
+			return fmt.Errorf("%s: %w", p.host, err)
+		}
+	}
+	return nil
+}
+
+// loopEnv is the environment of a job whose ranks all_reduce until a peer
+// is gone, a collective or the store giving up after 20 s.
+func loopEnv(int) []string { return []string{"MODE=loop", "GLOO_TIMEOUT=20"} }
+
+// mentionsPeer reports whether s names node i by host name or address.
+func mentionsPeer(s string, i int) bool {
+	return strings.Contains(s, fmt.Sprintf("node%d", i)) || strings.Contains(s, addr(i))
+}
+
+// Promise: SIGTERM to one node's PID 1 (its ncclrun) ends both nodes as it
+// ends plain torchrun's job: the same exit status on every node.
+func TestMultinodeTorchrunSIGTERM(t *testing.T) {
+	_, via := pair(t, 2, 1, "mn.py", loopEnv, func(c *cluster, j job) error {
+		if err := readyAll(j, 1); err != nil {
+			return err
+		}
+		return syscall.Kill(j[0].pid1(t), syscall.SIGTERM)
+	})
+	assert.NotEqual(t, 0, via[0].code)
+}
+
+// Promise: a node crashes (every process on it killed at once, here the
+// node hosting the rendezvous store): the survivor's ncclrun exits as plain
+// torchrun does and names a lost peer (peer-lost) with the peer's address
+// or host, never a cause of its own, and its termination message says so.
+func TestMultinodeTorchrunNodeCrash(t *testing.T) {
+	_, via := pair(t, 2, 1, "mn.py", loopEnv, func(c *cluster, j job) error {
+		if err := readyAll(j, 1); err != nil {
+			return err
+		}
+		return syscall.Kill(j[0].pid1(t), syscall.SIGKILL)
+	})
+	s := via[1]
+	r := s.readReport(t)
+	require.NotEmpty(t, r.Diagnoses, "the survivor reports no diagnosis: %s", s)
+	assert.Equal(t, "peer-lost", r.Diagnoses[0].ID, "the survivor's first diagnosis: %v\n%s", r.ids(), s)
+	if d := r.find("peer-lost"); d != nil && mentionsPeer(s.stderr.String(), 0) {
+		assert.True(t, mentionsPeer(d.FirstLine+d.Cause+strings.Join(d.Hosts, " "), 0), "peer-lost names the peer the output shows: %+v", d)
+	}
+	for _, id := range r.ids() {
+		assert.NotContains(t, []string{"memlock", "shm-too-small", "no-socket-interface"}, id, "a local cause for a lost peer")
+	}
+	assert.Contains(t, strings.ToLower(s.termination(t)), "peer", "the termination message names the lost peer")
+}
+
+// Promise: a partition (the link of the node hosting the store cut until
+// the survivor's workers gave up): the survivor says what its workers hit.
+func TestMultinodeTorchrunPartition(t *testing.T) {
+	_, via := pair(t, 2, 1, "mn.py", loopEnv, func(c *cluster, j job) error {
+		if err := readyAll(j, 1); err != nil {
+			return err
+		}
+		c.cut(0)
+		err := j[1].stderr.await("Traceback", 1, j[1].done)
+		c.heal(0) // the agents' exit barrier then ends instead of waiting 300 s
+		return err
+	})
+	s := via[1]
+	lines := strings.Join(ncclrunLines(s.stderr.String()), "\n")
+	require.NotEmpty(t, lines, "the survivor's ncclrun said nothing: %s", s)
+	assert.Regexp(t, `(?i)time[ds]? ?out|peer`, lines, "the survivor names the timeout or the lost peer")
+	assert.NotEmpty(t, s.readReport(t).Diagnoses)
+}
+
+// Promise: a wrong interface on one node (GLOO_SOCKET_IFNAME naming one it
+// lacks): that node's preflight says so, its diagnosis is titled as
+// Gloo's (no NCCL ran), and the other node, whose workers died of a store
+// timeout waiting for it, says which peer it waited for.
+func TestMultinodeTorchrunWrongInterface(t *testing.T) {
+	_, via := pair(t, 2, 1, "mn.py", func(i int) []string {
+		if i == 1 {
+			return []string{"GLOO_SOCKET_IFNAME=eth9", "GLOO_TIMEOUT=15"}
+		}
+		return []string{"GLOO_TIMEOUT=15"}
+	}, nil)
+	bad, other := via[1], via[0]
+	assert.Contains(t, bad.stderr.String(), `GLOO_SOCKET_IFNAME="eth9"`, "preflight of the node with the wrong interface")
+	r := bad.readReport(t)
+	require.NotEmpty(t, r.Diagnoses, "%s", bad)
+	for _, d := range r.Diagnoses {
+		assert.NotContains(t, d.Title, "NCCL", "a Gloo-only job's diagnosis titled as NCCL's: %+v", d)
+	}
+	assert.Contains(t, r.Diagnoses[0].Title, "Gloo", "%+v", r.Diagnoses[0])
+	said := strings.Join(ncclrunLines(other.stderr.String()), "\n")
+	assert.True(t, mentionsPeer(said, 1) || strings.Contains(said, "rank 1"), "the node that waited names the peer it waited for: %s", other)
+}
+
+// Promise: a Python exception in one rank (local rank 1 of node1; local
+// rank 0's lost connection is printed within the same second, which torch
+// 1.13 picks as the first failure): ncclrun on that node names the
+// exception as the first failure, in the report and the termination
+// message, and the sibling's lost connection as its knock-on; the other
+// node names a lost peer.
+func TestMultinodeTorchrunException(t *testing.T) {
+	_, via := pair(t, 2, 2, "mn.py", func(int) []string {
+		return []string{"MODE=raise", "RAISE_RANK=3", "GLOO_TIMEOUT=20"}
+	}, nil)
+	n1 := via[1]
+	r := n1.readReport(t)
+	require.NotNil(t, r.TorchrunError, "%s", n1)
+	assert.Contains(t, r.TorchrunError.Message, "rank 3 failed on purpose", "the first failure is the exception")
+	term := n1.termination(t)
+	assert.Contains(t, term, "rank 3 failed on purpose", "the termination message names the exception")
+	if d := r.find("peer-lost"); d != nil {
+		assert.NotEmpty(t, d.KnockOnOf, "the sibling's lost connection is a knock-on: %+v", d)
+	}
+	r0 := via[0].readReport(t)
+	assert.Contains(t, r0.ids(), "peer-lost", "%s", via[0])
+}
+
+// mpirunArgv is an Open MPI job of one rank on each node of c (rank i on
+// node i), its remote ranks started through netns-agent.sh.
+func mpirunArgv(t *testing.T, c *cluster, rank ...string) []string {
+	t.Helper()
+	mpirun := testutil.RequireTool(t, "mpirun")
+	if out, err := exec.Command("/usr/bin/python3", "-c", "import mpi4py").CombinedOutput(); err != nil {
+		testutil.SkipOrFail(t, "mpi4py is not importable: %v: %s", err, out)
+	}
+	return append([]string{mpirun, "--mca", "plm_rsh_agent", filepath.Join(harness, "netns-agent.sh"),
+		"--mca", "oob_tcp_if_include", "eth0", "--mca", "btl_tcp_if_include", "eth0", "--mca", "btl", "self,tcp",
+		"--host", strings.Join(c.hosts, ","), "--map-by", "node", "-np", strconv.Itoa(len(c.hosts))}, rank...)
+}
+
+// mpiPair runs an mpirun job from node0 plain and through ncclrun, side by
+// side on two-node clusters; wrap puts mpirun behind `sh -c 'exec ...'`,
+// as a launch script does.
+func mpiPair(t *testing.T, wrap bool, env []string, rank ...string) (plain, via *proc) {
+	t.Helper()
+	var ps []*proc
+	for k := range 2 {
+		c := newCluster(t, 2)
+		argv := mpirunArgv(t, c, rank...)
+		if wrap {
+			script := "exec"
+			for _, a := range argv {
+				script += " '" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+			}
+			argv = []string{"sh", "-c", script}
+		}
+		var rep, trm string
+		if k == 1 {
+			out := shared(t)
+			rep, trm = filepath.Join(out, "report.json"), filepath.Join(out, "termination-log")
+			argv = append([]string{ncclrunBin, "--report", rep, "--termination-log", trm, "--"}, argv...)
+		}
+		p := c.start(0, c.nodeEnv(0, env...), argv...)
+		p.report, p.trmlg = rep, trm
+		ps = append(ps, p)
+	}
+	ps[0].wait(t)
+	ps[1].wait(t)
+	saveFixture(t, job{ps[1]})
+	assert.Equal(t, ps[0].code, ps[1].code, "mpirun's exit status, plain vs through ncclrun:\nplain:\n%s\nthrough ncclrun:\n%s", ps[0], ps[1])
+	return ps[0], ps[1]
+}
+
+// Promise: the variables ncclrun adds reach the ranks mpirun starts on
+// another node, whether ncclrun starts mpirun itself (it adds -x) or a
+// launch script does (Open MPI's OMPI_MCA_mca_base_env_list, which ncclrun
+// sets); a script whose mpirun passes -x (Open MPI refuses -x beside that
+// list) runs as without ncclrun. A healthy job prints nothing of ncclrun's
+// own.
+func TestMultinodeMpirunForwardsAddedVariables(t *testing.T) {
+	rank := []string{"/usr/bin/python3", filepath.Join(harness, "mnrank.py")}
+	for _, tt := range []struct {
+		name       string
+		wrap       bool
+		rank       []string
+		remoteSees string
+	}{
+		{"mpirun", false, rank, "WARN"},
+		{"sh -c 'exec mpirun ...'", true, rank, "WARN"},
+		{"sh -c 'exec mpirun -x ...'", true, append([]string{"-x", "OMP_NUM_THREADS"}, rank...), "unset"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			plain, via := mpiPair(t, tt.wrap, nil, tt.rank...)
+			require.Equal(t, 0, plain.code, "%s", plain)
+			assert.Contains(t, plain.stdout.String(), "rank=1 size=2 host=node1 NCCL_DEBUG=unset", "the agent passes no environment on")
+			assert.Contains(t, via.stdout.String(), "rank=0 size=2 host=node0 NCCL_DEBUG=WARN")
+			assert.Contains(t, via.stdout.String(), "rank=1 size=2 host=node1 NCCL_DEBUG="+tt.remoteSees, "the remote rank's NCCL_DEBUG")
+			assert.Empty(t, ncclrunLines(via.stderr.String()), "a healthy job prints nothing of ncclrun's own: %s", via)
+		})
+	}
+}
+
+// Promise: NCCL's failure lines printed by a rank on another node (a real
+// registration failure under a 64 KiB memlock limit, printed by ncclrun's
+// fake-nccl at the NCCL_DEBUG ncclrun forwarded) reach the diagnosis of
+// the ncclrun in front of mpirun with that rank's host, not its own.
+func TestMultinodeMpirunRemoteNCCLWarn(t *testing.T) {
+	testutil.RequireTool(t, "setpriv")
+	testutil.RequireTool(t, "prlimit")
+	script := `if [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then exec setpriv --reuid 1000 --regid 1000 --clear-groups --inh-caps -all prlimit --memlock=65536 "$0" fake-nccl; fi`
+	plain, via := mpiPair(t, false, nil, "sh", "-c", script, ncclrunBin)
+	assert.NotEqual(t, 0, plain.code)
+	require.Contains(t, via.stdout.String()+via.stderr.String(), "node1:", "the remote rank printed NCCL's lines with its host: %s", via)
+	r := via.readReport(t)
+	require.NotEmpty(t, r.Diagnoses, "%s", via)
+	assert.Equal(t, []string{"node1"}, r.Diagnoses[0].Hosts, "the diagnosis names the remote rank's host: %+v", r.Diagnoses[0])
+}
+
+// Promise: a remote rank's failure under mpirun (a Gloo process group, the
+// rank on node1 given an interface its host lacks) is reported with its
+// host.
+func TestMultinodeMpirunRemoteGlooFailure(t *testing.T) {
+	torchrun(t) // torch must be importable
+	rank := []string{"-x", "MODE=gloo", "-x", "MASTER_ADDR=" + addr(0), "-x", "MASTER_PORT=29500", "-x", "PYTHONPATH",
+		"/usr/bin/python3", filepath.Join(harness, "mnrank.py")}
+	plain, via := mpiPair(t, false, []string{"MODE=gloo"}, rank...)
+	assert.NotEqual(t, 0, plain.code)
+	r := via.readReport(t)
+	require.NotEmpty(t, r.Diagnoses, "%s", via)
+	assert.Contains(t, r.Diagnoses[0].Hosts, "node1", "the failing rank's host: %+v", r.Diagnoses[0])
+	assert.NotContains(t, r.Diagnoses[0].Hosts, "node0", "not the launcher's own host: %+v", r.Diagnoses[0])
+}

@@ -1,6 +1,8 @@
 package launcher
 
 import (
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 
@@ -64,4 +66,79 @@ func WithOpenMPIEnvList(env []string, added []EnvVar) ([]string, []EnvVar) {
 	env = append(environ.Without(env, OpenMPIEnvList), OpenMPIEnvList+"="+value)
 	sort.SliceStable(env, func(i, j int) bool { return environ.Name(env[i]) < environ.Name(env[j]) })
 	return env, append(added[:len(added):len(added)], EnvVar{Name: OpenMPIEnvList, Value: value, Reason: reason})
+}
+
+// ForwardToOpenMPI returns CMD's arguments and environment with the
+// variables ncclrun added forwarded to the ranks an Open MPI mpirun starts
+// on other nodes, and added with OpenMPIEnvList appended when it was set.
+// Open MPI 4 aborts a job that has both -x options and OpenMPIEnvList, so
+// the two are never mixed:
+//   - the user's environment sets OpenMPIEnvList: the names are appended
+//     to it (their mpirun cannot be passing -x) and no -x is added;
+//   - path is Open MPI's launcher: -x NAME (MPIRunArgs);
+//   - path is a shell running a -c script that starts Open MPI's launcher
+//     (a launch script, where ncclrun cannot add -x) and in which no
+//     option starts with -x: OpenMPIEnvList is set;
+//   - anything else (a script file ncclrun cannot read): unchanged.
+func ForwardToOpenMPI(path string, args, env []string, added []EnvVar) ([]string, []string, []EnvVar) {
+	if len(added) == 0 {
+		return args, env, added
+	}
+	if _, set := environ.Lookup(env, OpenMPIEnvList); set {
+		env, added = WithOpenMPIEnvList(env, added)
+		return args, env, added
+	}
+	if isOpenMPI(path, os.Getenv("PATH"), os.Getenv("OPAL_PREFIX") != "") {
+		return MPIRunArgs(path, args, added), env, added
+	}
+	if words, ok := shellScript(path, args); ok && scriptStartsOpenMPI(words) {
+		env, added = WithOpenMPIEnvList(env, added)
+	}
+	return args, env, added
+}
+
+// shells are the command names taken for a POSIX shell's -c.
+var shells = map[string]bool{"sh": true, "bash": true, "dash": true, "ash": true, "ksh": true, "mksh": true, "zsh": true}
+
+// shellScript returns the words of `SHELL [options] -c SCRIPT [ARG0 ARGS]`:
+// SCRIPT's and the arguments that follow it (exec "$@" runs them).
+func shellScript(path string, args []string) ([]string, bool) {
+	if !shells[filepath.Base(path)] {
+		return nil, false
+	}
+	c := false
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--" && c && i+1 < len(args):
+			i++
+			fallthrough
+		case c && !strings.HasPrefix(args[i], "-"):
+			words := strings.FieldsFunc(args[i], func(r rune) bool { return strings.ContainsRune(" \t\n;&|()`'\"<>", r) })
+			return append(words, args[i+1:]...), true
+		case a == "-o" || a == "+o":
+			i++ // the option's name
+		case len(a) > 1 && (a[0] == '-' || a[0] == '+') && a[1] != '-':
+			c = c || strings.ContainsRune(a[1:], 'c')
+		default:
+			return nil, false
+		}
+	}
+	return nil, false
+}
+
+// scriptStartsOpenMPI reports whether a shell script's words name Open
+// MPI's launcher, and nothing in them could clash with OpenMPIEnvList: no
+// word starting with -x or --x (whatever command it belongs to), no
+// mention of Open MPI's own list or its environment file.
+func scriptStartsOpenMPI(words []string) bool {
+	mpi := false
+	for _, w := range words {
+		if strings.HasPrefix(w, "-x") || strings.HasPrefix(w, "--x") ||
+			strings.Contains(w, "mca_base_env_list") || strings.Contains(w, "mca_base_envar_file_prefix") {
+			return false
+		}
+		mpi = mpi || isOpenMPI(w, os.Getenv("PATH"), os.Getenv("OPAL_PREFIX") != "")
+	}
+	return mpi
 }

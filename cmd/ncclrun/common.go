@@ -178,9 +178,6 @@ func (s settings) envAdds(r preflight.Report) []launcher.EnvVar {
 // composeEnv is the environment CMD gets and the variables added to it.
 func (s settings) composeEnv(base []string, r preflight.Report, extra ...launcher.EnvVar) ([]string, []launcher.EnvVar) {
 	env, added := launcher.ComposeEnv(base, append(s.envAdds(r), extra...), r.NCCLConf)
-	// A script that starts mpirun hides it from ncclrun's -x: Open MPI's
-	// own list of forwarded names reaches it through the environment.
-	env, added = launcher.WithOpenMPIEnvList(env, added)
 	sort.Slice(added, func(i, j int) bool { return added[i].Name < added[j].Name })
 	return env, added
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-var exportLine = regexp.MustCompile(`^export [A-Za-z_][A-Za-z0-9_]*='([^']|'\\'')*'(  # .+)?$`)
+var exportLine = regexp.MustCompile(`^export [A-Z_][A-Z0-9_]*='([^']|'\\'')*'(  # .+)?$`)
 
 func TestEnvShellFormat(t *testing.T) {
 	root := fakeTree(t, 0, "unlimited", "unlimited", "00000000a80425fb")

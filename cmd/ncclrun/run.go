@@ -245,13 +245,14 @@ func planChild(e *env, j runJob, rep preflight.Report) childPlan {
 	}
 	probe := planProbe(e, &j, rep) // transport probe (probe.go): j.s.transportEnv
 	childEnv, added := j.s.composeEnv(e.environ, rep, extra...)
+	args, childEnv, added := launcher.ForwardToOpenMPI(j.path, j.args, childEnv, added) // -x or Open MPI's env list
 	p.added = added
 	if v, _ := environ.Lookup(childEnv, "NCCL_DEBUG_FILE"); v != "" {
 		p.debugFile = pinDir(v)
 	}
 	p.report, p.termLog = pinDir(j.s.report), pinDir(terminationLogPath(j.s, rep))
 	p.cfg = launcher.Config{
-		Path: j.path, Args: launcher.MPIRunArgs(j.path, j.args, added), Env: childEnv,
+		Path: j.path, Args: args, Env: childEnv,
 		Stdin: e.stdin, Stdout: e.stdout, Stderr: e.stderr,
 		User:           j.s.user,
 		Credential:     j.cred,
