@@ -202,6 +202,7 @@ func (c *cluster) start(i int, env []string, argv ...string) *proc {
 	cmd.Env = env
 	p := &proc{host: c.hosts[i], cmd: cmd, stdout: newReadyWriter(), stderr: newReadyWriter(), done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.stdout, p.stderr
+	cmd.WaitDelay = 10 * time.Second // a process left holding the output does not hang the suite
 	require.NoError(c.t, cmd.Start())
 	go func() {
 		err := cmd.Wait()
@@ -474,8 +475,8 @@ func readyAll(j job, nproc int) error {
 }
 
 // loopEnv is the environment of a job whose ranks all_reduce until a peer
-// is gone, a collective or the store giving up after 20 s.
-func loopEnv(int) []string { return []string{"MODE=loop", "GLOO_TIMEOUT=20"} }
+// is gone, a collective or the store giving up after 12 s.
+func loopEnv(int) []string { return []string{"MODE=loop", "GLOO_TIMEOUT=12"} }
 
 // mentionsPeer reports whether s names node i by host name or address.
 func mentionsPeer(s string, i int) bool {
@@ -544,9 +545,9 @@ func TestMultinodeTorchrunPartition(t *testing.T) {
 func TestMultinodeTorchrunWrongInterface(t *testing.T) {
 	_, via := pair(t, 2, 1, "mn.py", func(i int) []string {
 		if i == 1 {
-			return []string{"GLOO_SOCKET_IFNAME=eth9", "GLOO_TIMEOUT=15"}
+			return []string{"GLOO_SOCKET_IFNAME=eth9", "GLOO_TIMEOUT=10"}
 		}
-		return []string{"GLOO_TIMEOUT=15"}
+		return []string{"GLOO_TIMEOUT=10"}
 	}, nil)
 	bad, other := via[1], via[0]
 	assert.Contains(t, bad.stderr.String(), `GLOO_SOCKET_IFNAME="eth9"`, "preflight of the node with the wrong interface")
@@ -672,6 +673,7 @@ func TestMultinodeMpirunRemoteNCCLWarn(t *testing.T) {
 	r := via.readReport(t)
 	require.NotEmpty(t, r.Diagnoses, "%s", via)
 	assert.Equal(t, []string{"node1"}, r.Diagnoses[0].Hosts, "the diagnosis names the remote rank's host: %+v", r.Diagnoses[0])
+	assert.NotContains(t, r.ids(), "memory-registration", "node0's own memlock (root, unlimited) does not judge a failure on node1: %+v", r.Diagnoses)
 }
 
 // Promise: a remote rank's failure under mpirun (a Gloo process group, the
