@@ -475,7 +475,7 @@ func readyAll(j job, nproc int) error {
 }
 
 // loopEnv is the environment of a job whose ranks all_reduce until a peer
-// is gone, a collective or the store giving up after 12 s.
+// is gone, a collective giving up after 12 s.
 func loopEnv(int) []string { return []string{"MODE=loop", "GLOO_TIMEOUT=12"} }
 
 // mentionsPeer reports whether s names node i by host name or address.
@@ -546,9 +546,9 @@ func TestMultinodeTorchrunPartition(t *testing.T) {
 func TestMultinodeTorchrunWrongInterface(t *testing.T) {
 	_, via := pair(t, 2, 1, "mn.py", func(i int) []string {
 		if i == 1 {
-			return []string{"GLOO_SOCKET_IFNAME=eth9", "GLOO_TIMEOUT=10"}
+			return []string{"GLOO_SOCKET_IFNAME=eth9", "INIT_TIMEOUT=10"}
 		}
-		return []string{"GLOO_TIMEOUT=10"}
+		return []string{"INIT_TIMEOUT=10"}
 	}, nil)
 	bad, other := via[1], via[0]
 	assert.Contains(t, bad.stderr.String(), `GLOO_SOCKET_IFNAME="eth9"`, "preflight of the node with the wrong interface")
