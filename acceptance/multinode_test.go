@@ -203,6 +203,10 @@ func (c *cluster) start(i int, env []string, argv ...string) *proc {
 	p := &proc{host: c.hosts[i], cmd: cmd, stdout: newReadyWriter(), stderr: newReadyWriter(), done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.stdout, p.stderr
 	cmd.WaitDelay = 10 * time.Second // a process left holding the output does not hang the suite
+	// The node dies with the test: unshare is killed with its parent, and
+	// its --kill-child takes the node's PID 1, and so every process of
+	// the node, with it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	require.NoError(c.t, cmd.Start())
 	go func() {
 		err := cmd.Wait()
