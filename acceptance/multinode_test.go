@@ -188,8 +188,9 @@ type proc struct {
 	cmd           *exec.Cmd
 	stdout        *readyWriter
 	stderr        *readyWriter
-	done          chan struct{} // closed when it ended; code is then set
+	done          chan struct{} // closed when it ended; code and took are then set
 	code          int
+	took          time.Duration // from the start to the end
 	report, trmlg string // ncclrun's --report and --termination-log ("" when plain)
 }
 
@@ -208,8 +209,10 @@ func (c *cluster) start(i int, env []string, argv ...string) *proc {
 	// the node, with it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	require.NoError(c.t, cmd.Start())
+	begun := time.Now()
 	go func() {
 		err := cmd.Wait()
+		p.took = time.Since(begun)
 		p.code = -1
 		var ee *exec.ExitError
 		switch {
@@ -352,6 +355,9 @@ func (j job) String() string {
 	return b.String()
 }
 
+// slack is how much longer than plain a node may take through ncclrun.
+const slack = 15 * time.Second
+
 // pair runs the same job plain and through ncclrun, side by side on two
 // clusters, and returns both once act (nil: none) has been done to each
 // and every node ended.
@@ -380,6 +386,11 @@ func pair(t *testing.T, nodes, nproc int, script string, env func(i int) []strin
 	pc, vc := plain.codes(t), via.codes(t)
 	saveFixture(t, via)
 	assert.Equal(t, pc, vc, "exit status of every node, plain vs through ncclrun:\nplain:\n%s\nthrough ncclrun:\n%s", plain, via)
+	for i := range via {
+		// Side by side on a shared machine the two differ by seconds;
+		// a shutdown of ncclrun's own (a --kill-after of 30 s) would show.
+		assert.Less(t, via[i].took, plain[i].took+slack, "%s took %v through ncclrun, %v plain", via[i].host, via[i].took, plain[i].took)
+	}
 	return plain, via
 }
 
@@ -631,6 +642,7 @@ func mpiPair(t *testing.T, wrap bool, env []string, rank ...string) (plain, via 
 	ps[0].wait(t)
 	ps[1].wait(t)
 	saveFixture(t, job{ps[1]})
+	assert.Less(t, ps[1].took, ps[0].took+slack, "mpirun took %v through ncclrun, %v plain", ps[1].took, ps[0].took)
 	assert.Equal(t, ps[0].code, ps[1].code, "mpirun's exit status, plain vs through ncclrun:\nplain:\n%s\nthrough ncclrun:\n%s", ps[0], ps[1])
 	return ps[0], ps[1]
 }
