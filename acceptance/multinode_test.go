@@ -191,7 +191,7 @@ type proc struct {
 	done          chan struct{} // closed when it ended; code and took are then set
 	code          int
 	took          time.Duration // from the start to the end
-	report, trmlg string // ncclrun's --report and --termination-log ("" when plain)
+	report, trmlg string        // ncclrun's --report and --termination-log ("" when plain)
 }
 
 // start starts argv as PID 1 of a new PID namespace on node i.
