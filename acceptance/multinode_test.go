@@ -155,18 +155,13 @@ func deleteNetns(ns string) {
 	_ = exec.Command("ip", "netns", "del", ns).Run()
 }
 
-// cut takes node i's link down at the bridge: a partition.
-func (c *cluster) cut(i int) {
-	c.t.Helper()
-	out, err := exec.Command("ip", "-n", c.name+"-sw", "link", "set", fmt.Sprintf("v%d", i), "down").CombinedOutput()
-	require.NoError(c.t, err, "%s", out)
-}
-
-// heal brings node i's link back up.
-func (c *cluster) heal(i int) {
-	c.t.Helper()
-	out, err := exec.Command("ip", "-n", c.name+"-sw", "link", "set", fmt.Sprintf("v%d", i), "up").CombinedOutput()
-	require.NoError(c.t, err, "%s", out)
+// link sets node i's link at the bridge down (a partition) or up again.
+func (c *cluster) link(i int, state string) error {
+	out, err := exec.Command("ip", "-n", c.name+"-sw", "link", "set", fmt.Sprintf("v%d", i), state).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("ip link set v%d %s: %w: %s", i, state, err, out)
+	}
+	return nil
 }
 
 // nodeEnv is node i's environment: clientEnv's, a TMPDIR of its own, the
@@ -234,16 +229,26 @@ func (c *cluster) start(i int, env []string, argv ...string) *proc {
 }
 
 // pid1 is the host's pid of the node's PID 1 (unshare's child).
-func (p *proc) pid1(t *testing.T) int {
-	t.Helper()
+func (p *proc) pid1() (int, error) {
 	pid := p.cmd.Process.Pid
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
-	require.NoError(t, err)
+	if err != nil {
+		return 0, err
+	}
 	f := strings.Fields(string(b))
-	require.Len(t, f, 1, "unshare's children")
-	n, err := strconv.Atoi(f[0])
-	require.NoError(t, err)
-	return n
+	if len(f) != 1 {
+		return 0, fmt.Errorf("%s: unshare's children are %q", p.host, f)
+	}
+	return strconv.Atoi(f[0])
+}
+
+// kill sends sig to the node's PID 1.
+func (p *proc) kill(sig syscall.Signal) error {
+	pid, err := p.pid1()
+	if err != nil {
+		return err
+	}
+	return syscall.Kill(pid, sig)
 }
 
 // wait waits for the node's entrypoint to end (hangGuard at most).
@@ -505,7 +510,7 @@ func TestMultinodeTorchrunSIGTERM(t *testing.T) {
 		if err := readyAll(j, 1); err != nil {
 			return err
 		}
-		return syscall.Kill(j[0].pid1(t), syscall.SIGTERM)
+		return j[0].kill(syscall.SIGTERM)
 	})
 	assert.NotEqual(t, 0, via[0].code)
 }
@@ -519,7 +524,7 @@ func TestMultinodeTorchrunNodeCrash(t *testing.T) {
 		if err := readyAll(j, 1); err != nil {
 			return err
 		}
-		return syscall.Kill(j[0].pid1(t), syscall.SIGKILL)
+		return j[0].kill(syscall.SIGKILL)
 	})
 	s := via[1]
 	r := s.readReport(t)
@@ -542,10 +547,12 @@ func TestMultinodeTorchrunPartition(t *testing.T) {
 		if err := readyAll(j, 1); err != nil {
 			return err
 		}
-		c.cut(0)
+		if err := c.link(0, "down"); err != nil {
+			return err
+		}
 		err := j[1].stderr.await("Traceback", 1, j[1].done)
-		c.heal(0) // the agents' exit barrier then ends instead of waiting 300 s
-		return err
+		// Healed, the agents' exit barrier ends instead of waiting 300 s.
+		return errors.Join(err, c.link(0, "up"))
 	})
 	s := via[1]
 	lines := strings.Join(ncclrunLines(s.stderr.String()), "\n")
