@@ -59,7 +59,7 @@ acceptance:
 
 # Multi-node jobs on network namespaces of this machine (part of acceptance).
 multinode:
-	$(GO) test -count=1 -timeout 10m -tags acceptance -run '^TestMultinode' ./acceptance/...
+	$(GO) test -count=1 -timeout 15m -tags acceptance -run '^TestMultinode' ./acceptance/...
 
 clean:
 	rm -rf bin dist
