@@ -11,6 +11,7 @@ FUZZTIME ?= 10s
 export CGO_ENABLED := 0
 
 .PHONY: build test unit vet cross fuzz-short demo bench image integration acceptance clean
+.PHONY: multinode
 
 # urfave_cli_no_docs leaves out the CLI library's man-page generator, whose
 # package init costs ~1 ms of every start (docs/performance.md).
@@ -55,6 +56,10 @@ integration: build
 # The real clients (torchrun, mpirun) through ncclrun and without it.
 acceptance:
 	$(GO) test -count=1 -timeout 20m -tags acceptance ./acceptance/...
+
+# Multi-node jobs on network namespaces of this machine (part of acceptance).
+multinode:
+	$(GO) test -count=1 -timeout 15m -tags acceptance -run '^TestMultinode' ./acceptance/...
 
 clean:
 	rm -rf bin dist

@@ -246,13 +246,14 @@ func planChild(e *env, j runJob, rep preflight.Report) childPlan {
 	}
 	probe := planProbe(e, &j, rep) // transport probe (probe.go): j.s.transportEnv
 	childEnv, added := j.s.composeEnv(e.environ, rep, extra...)
+	args, childEnv, added := j.command().ForwardEnv(childEnv, added) // -x or Open MPI's env list
 	p.added = added
 	if v, _ := environ.Lookup(childEnv, "NCCL_DEBUG_FILE"); v != "" {
 		p.debugFile = nccllog.PinDir(v)
 	}
 	p.report, p.termLog = nccllog.PinDir(j.s.report), nccllog.PinDir(terminationLogPath(j.s, rep))
 	p.cfg = launcher.Config{
-		Path: j.path, Args: j.command().ArgsWithEnv(added), Env: childEnv,
+		Path: j.path, Args: args, Env: childEnv,
 		Stdin: e.stdin, Stdout: e.stdout, Stderr: e.stderr,
 		User:           j.user,
 		AmbientIPCLock: rep.Command.Ambient,
