@@ -104,6 +104,21 @@ type Config struct {
 	// stderr is a terminal (by default the child then gets a pseudo
 	// terminal for that stream, so it behaves as on a terminal).
 	NoPTY bool
+
+	// Stop, when set, stops the child once it is closed, as a SIGTERM to
+	// ncclrun would: the checkpoint step first (CheckpointSignal), then
+	// SIGTERM forwarded and KillAfter. Nil: only signals stop the child.
+	Stop <-chan struct{}
+	// CheckpointSignal, with StopGrace above 0, is sent to the training
+	// processes (CheckpointTo) on the first terminating signal; that
+	// signal is forwarded StopGrace later, or as soon as they have all
+	// exited (grace.go). 0 or a StopGrace of 0: the terminating signal is
+	// forwarded at once.
+	CheckpointSignal syscall.Signal
+	StopGrace        time.Duration
+	// CheckpointTo names the training processes; the zero value is the
+	// main child.
+	CheckpointTo Checkpoint
 }
 
 // Splicer is a Config.Stdout or Stderr that is not an *os.File but writes

@@ -84,6 +84,9 @@ type supervisor struct {
 	killTimer *time.Timer
 	killC     <-chan time.Time
 	killed    bool // the tree was SIGKILLed
+
+	stopC <-chan struct{} // cfg.Stop until it closed
+	grace graceState      // the checkpoint step (grace_linux.go)
 }
 
 func (s *supervisor) closeAll() {
@@ -97,6 +100,7 @@ func (s *supervisor) closeAll() {
 	if s.killTimer != nil {
 		s.killTimer.Stop()
 	}
+	s.grace.stop()
 }
 
 // stdio returns the child's fds 0, 1, 2.
@@ -243,6 +247,7 @@ func (s *supervisor) run(l *launch) (Result, error) {
 	// Until the main child exits: reap, forward, kill on time.
 	s.reap()
 	s.all = caught.all
+	s.stopC = s.cfg.Stop
 	for s.status == nil {
 		select {
 		case <-s.all:
@@ -255,6 +260,11 @@ func (s *supervisor) run(l *launch) (Result, error) {
 			s.handle(sig.(syscall.Signal))
 		case <-s.killC:
 			s.killTree()
+		case <-s.stopC:
+			s.stopC = nil
+			s.handle(unix.SIGTERM)
+		case <-s.grace.done:
+			s.endGrace()
 		}
 	}
 
@@ -338,6 +348,9 @@ func (s *supervisor) handle(sig syscall.Signal) {
 		return
 	case unix.SIGCONT:
 		s.signalGroup(unix.SIGCONT)
+		return
+	}
+	if terminating(sig) && s.holdForGrace(sig) {
 		return
 	}
 	_ = unix.Kill(s.pid, sig) // ESRCH: it is exiting; the reaper will see it
