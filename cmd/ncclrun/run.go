@@ -132,7 +132,7 @@ func cmdRun(c *cli.Context, e *env) (err error) {
 	out := collect(e, j, p, w, res, term)
 	reportOutcome(e, j, rep, p, out)
 	end.reported = true
-	return exitWith(out.res.ExitCode)
+	return exitWith(out.code)
 }
 
 // runJob is what run's settings stage hands the others: the parsed flags,
@@ -261,6 +261,7 @@ func planChild(e *env, j runJob, rep preflight.Report) childPlan {
 		KillAfter:      time.Duration(j.s.killAfter),
 		NoPTY:          j.s.noPTY,
 	}
+	j.s.ff.configure(&p.cfg, j.path, j.args)
 	if probe != nil {
 		probe.attach(&p, added)
 	}
@@ -281,10 +282,12 @@ type watch struct {
 	m       *diagnosis.Matcher
 	printed map[string]bool
 	started time.Time // just before CMD started, less the file times' granularity
+	ff      *failRun  // --on-degraded (failfast.go)
+	cmd     string
 }
 
 func newWatch(e *env, rep preflight.Report, s settings) *watch {
-	return &watch{stderr: e.stderr, facts: facts(rep, s.minMemlockOrDefault()), printed: map[string]bool{}}
+	return &watch{stderr: e.stderr, facts: facts(rep, s.minMemlockOrDefault()), printed: map[string]bool{}, ff: newFailRun(s.ff)}
 }
 
 // matcher returns the matcher, building it on first use; w.mu is held.
@@ -324,6 +327,9 @@ func (w *watch) print(ds []diagnosis.Diagnosis) {
 		}
 		w.printed[d.ID] = true
 		_, _ = w.stderr.Write(diagnosisMessage(d))
+		if line := w.ff.found(d, w.cmd); line != "" {
+			fprintf(w.stderr, "%s", line)
+		}
 	}
 }
 
@@ -338,6 +344,10 @@ func supervise(e *env, j runJob, p childPlan, w *watch, term <-chan os.Signal) (
 	cfg.Shed = diagnosis.Noise
 	cfg.ShedLines = diagnosis.NoiseLines
 	cfg.FeedLines = w.feedLines
+	if w.ff.stop != nil {
+		cfg.Stop = w.ff.stop
+	}
+	w.cmd = j.path
 	cfg.OnOutputError = func(st launcher.Stream, err error) {
 		name := "stdout"
 		if st == launcher.Stderr {
@@ -379,6 +389,10 @@ type outcome struct {
 	ds      []diagnosis.Diagnosis
 	printed map[string]bool // the ids of ds printed while CMD ran
 	te      *torchrunError
+	// code is ncclrun's exit status: CMD's, unless the policy
+	// (failfast.go) changed it and note says why.
+	code int
+	note string
 }
 
 // collect is run's collect stage: with NCCL_DEBUG_FILE, NCCL's lines went
@@ -396,6 +410,7 @@ func collect(e *env, j runJob, p childPlan, w *watch, res launcher.Result, term 
 		<-term // signals during the run were the launcher's to forward
 	}
 	w.mu.Lock()
+	w.ff.over = true
 	var reads exitReads
 	if p.debugFile != "" || p.torchFile != "" {
 		x := exitFiles{pattern: p.debugFile, torchFile: p.torchFile, since: w.started}
@@ -412,6 +427,7 @@ func collect(e *env, j runJob, p childPlan, w *watch, res launcher.Result, term 
 		out.ds = w.m.Diagnoses()
 	}
 	out.printed = w.printed
+	out.code, out.note = w.ff.verdict(res, out.ds)
 	w.mu.Unlock()
 	if res.Signal != 0 {
 		out.sigName = unix.SignalName(res.Signal)
@@ -451,6 +467,7 @@ func reportOutcome(e *env, j runJob, rep preflight.Report, p childPlan, out outc
 	}
 	// Skipped tap data matters only when something went wrong: a healthy
 	// run that printed faster than the matcher reads stays silent.
+	_, _ = io.WriteString(e.stderr, out.note)
 	if !s.quiet && res.TapLost > 0 && (len(ds) > 0 || res.ExitCode != 0) {
 		fprintf(e.stderr, "ncclrun: warning: diagnosis fell behind the output and skipped %d lines that were not NCCL INFO noise (all of it was relayed)\n", res.TapLost)
 	}
@@ -469,7 +486,7 @@ func reportOutcome(e *env, j runJob, rep preflight.Report, p childPlan, out outc
 		}
 	}
 	if tl := p.termLog; tl != "" && (len(ds) > 0 || res.ExitCode != 0) {
-		msg := terminationText(ds, res.ExitCode, out.sigName, out.te)
+		msg := out.note + terminationText(ds, res.ExitCode, out.sigName, out.te, terminationLimit-len(out.note))
 		if err := safefile.WriteFile(tl, []byte(msg), 0o644); err != nil {
 			fprintf(e.stderr, "ncclrun: warning: termination log: %v\n", err)
 		}
@@ -490,9 +507,9 @@ func terminationLogPath(s settings, r preflight.Report) string {
 
 // terminationText is the termination message: the diagnoses, or when none
 // was found, how CMD ended (and torchrun's first failure).
-func terminationText(ds []diagnosis.Diagnosis, code int, sig string, te *torchrunError) string {
+func terminationText(ds []diagnosis.Diagnosis, code int, sig string, te *torchrunError, limit int) string {
 	if len(ds) > 0 {
-		return diagnosis.TerminationMessage(ds, terminationLimit)
+		return diagnosis.TerminationMessage(ds, limit)
 	}
 	var b bytes.Buffer
 	if sig != "" {
@@ -503,7 +520,7 @@ func terminationText(ds []diagnosis.Diagnosis, code int, sig string, te *torchru
 	if te != nil && te.Message != "" {
 		fmt.Fprintf(&b, "torchrun: first failure: %s\n", te.Message)
 	}
-	return truncate(b.String(), terminationLimit)
+	return truncate(b.String(), limit)
 }
 
 // truncate cuts s to at most n bytes without splitting a UTF-8 sequence.
