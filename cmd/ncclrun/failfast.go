@@ -46,7 +46,7 @@ func failFastFlags() []cli.Flag {
 		&cli.StringFlag{Name: flagOnDegraded, Usage: "`warn|fail`: fail stops CMD (as SIGTERM would) once degraded-transport is certain, and exits 79", Value: "warn", EnvVars: []string{envName(flagOnDegraded)}},
 		&cli.DurationFlag{Name: flagStopGrace, Usage: "on the first terminating signal, send --checkpoint-signal to the training processes and forward the terminating signal `DURATION` later (or once they exited)", EnvVars: []string{envName(flagStopGrace)}},
 		&cli.StringFlag{Name: flagCheckpointSignal, Usage: "the `SIG` --stop-grace sends to the training processes", DefaultText: "SIGUSR1", EnvVars: []string{envName(flagCheckpointSignal)}},
-		&cli.IntFlag{Name: flagMisconfigExit, Usage: "exit `N` instead of CMD's status when CMD failed of a certain deployment misconfiguration (memlock, shm, ...)", EnvVars: []string{envName(flagMisconfigExit)}},
+		&cli.StringFlag{Name: flagMisconfigExit, Usage: "exit `N` instead of CMD's status when CMD failed of a certain deployment misconfiguration (memlock, shm, ...)", EnvVars: []string{envName(flagMisconfigExit)}},
 	}
 }
 
@@ -85,9 +85,12 @@ func parseFailFast(c *cli.Context) (failFast, error) {
 	} else if f.stopGrace > 0 {
 		f.checkpointSig = unix.SIGUSR1
 	}
-	f.misconfigExit = c.Int(flagMisconfigExit)
-	if f.misconfigExit < 0 || f.misconfigExit > maxChildExitStatus {
-		return f, usagef("--%s: %d is not an exit status (1..255; 0 is off)", flagMisconfigExit, f.misconfigExit)
+	if v := strings.TrimSpace(c.String(flagMisconfigExit)); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 || n > maxChildExitStatus {
+			return f, usagef("--%s: %q is not an exit status (1..255; 0 is off)", flagMisconfigExit, v)
+		}
+		f.misconfigExit = n
 	}
 	return f, nil
 }
@@ -130,7 +133,8 @@ func (f failFast) configure(cfg *launcher.Config, path string, args []string) {
 	}
 }
 
-// failRun is the policy during one run; w.mu guards it (watch).
+// failRun is the policy during one run; w.mu guards it (watch). A nil
+// *failRun is the default policy: it changes nothing.
 type failRun struct {
 	f       failFast
 	stop    chan struct{} // closed once: launcher.Config.Stop; nil without --on-degraded fail
@@ -146,10 +150,25 @@ func newFailRun(f failFast) *failRun {
 	return r
 }
 
+// stopChan is launcher.Config.Stop: nil unless --on-degraded fail.
+func (r *failRun) stopChan() <-chan struct{} {
+	if r == nil || r.stop == nil {
+		return nil
+	}
+	return r.stop
+}
+
+// end says that CMD has exited: what is found from now on stops nothing.
+func (r *failRun) end() {
+	if r != nil {
+		r.over = true
+	}
+}
+
 // found is told every diagnosis as the watch finds it, while CMD runs; it
 // returns the line to print when it stops CMD.
 func (r *failRun) found(d diagnosis.Diagnosis, cmd string) string {
-	if r.stop == nil || r.over || r.stopped != nil || d.ID != degradedID || d.Certainty != diagnosis.Certain {
+	if r == nil || r.stop == nil || r.over || r.stopped != nil || d.ID != degradedID || d.Certainty != diagnosis.Certain {
 		return ""
 	}
 	r.stopped = &d
@@ -160,6 +179,9 @@ func (r *failRun) found(d diagnosis.Diagnosis, cmd string) string {
 // verdict is run's exit status and, when the policy changed it, the line
 // that says why (printed, and first in the termination message).
 func (r *failRun) verdict(res launcher.Result, ds []diagnosis.Diagnosis) (int, string) {
+	if r == nil {
+		return res.ExitCode, ""
+	}
 	if r.stopped != nil && res.ExitCode != 0 { // a CMD that succeeded before the stop reached it keeps 0
 		return ExitDegraded, fmt.Sprintf("ncclrun: --%s fail: CMD was stopped because NCCL runs degraded (%s); CMD's exit status %d, ncclrun's %d\n",
 			flagOnDegraded, degradedID, res.ExitCode, ExitDegraded)

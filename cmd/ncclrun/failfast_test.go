@@ -237,6 +237,7 @@ func TestFailFastFlags(t *testing.T) {
 		{args: []string{"--stop-grace", "1s", "--checkpoint-signal", "SIGKILL"}, bad: "cannot be caught"},
 		{args: []string{"--stop-grace", "1s", "--checkpoint-signal", "USR9"}, bad: "not a signal"},
 		{args: []string{"--misconfig-exit", "256"}, bad: "--misconfig-exit"},
+		{args: []string{"--misconfig-exit", "x"}, bad: "--misconfig-exit"},
 	}
 	for _, tc := range tests {
 		t.Run(strings.Join(append(tc.args, tc.env...), " "), func(t *testing.T) {

@@ -344,9 +344,7 @@ func supervise(e *env, j runJob, p childPlan, w *watch, term <-chan os.Signal) (
 	cfg.Shed = diagnosis.Noise
 	cfg.ShedLines = diagnosis.NoiseLines
 	cfg.FeedLines = w.feedLines
-	if w.ff.stop != nil {
-		cfg.Stop = w.ff.stop
-	}
+	cfg.Stop = w.ff.stopChan()
 	w.cmd = j.path
 	cfg.OnOutputError = func(st launcher.Stream, err error) {
 		name := "stdout"
@@ -410,7 +408,7 @@ func collect(e *env, j runJob, p childPlan, w *watch, res launcher.Result, term 
 		<-term // signals during the run were the launcher's to forward
 	}
 	w.mu.Lock()
-	w.ff.over = true
+	w.ff.end()
 	var reads exitReads
 	if p.debugFile != "" || p.torchFile != "" {
 		x := exitFiles{pattern: p.debugFile, torchFile: p.torchFile, since: w.started}
