@@ -107,7 +107,8 @@ type Config struct {
 
 	// Stop, when set, stops the child once it is closed, as a SIGTERM to
 	// ncclrun would: the checkpoint step first (CheckpointSignal), then
-	// SIGTERM forwarded and KillAfter. Nil: only signals stop the child.
+	// SIGTERM forwarded and KillAfter; nothing when a terminating signal
+	// was handled already. Nil: only signals stop the child.
 	Stop <-chan struct{}
 	// CheckpointSignal, with StopGrace above 0, is sent to the training
 	// processes (CheckpointTo) on the first terminating signal; that

@@ -262,7 +262,9 @@ func (s *supervisor) run(l *launch) (Result, error) {
 			s.killTree()
 		case <-s.stopC:
 			s.stopC = nil
-			s.handle(unix.SIGTERM)
+			if !s.shutdown { // a shutdown under way is not begun again
+				s.handle(unix.SIGTERM)
+			}
 		case <-s.grace.done:
 			s.endGrace()
 		}
