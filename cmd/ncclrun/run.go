@@ -282,8 +282,8 @@ type watch struct {
 	m       *diagnosis.Matcher
 	printed map[string]bool
 	started time.Time // just before CMD started, less the file times' granularity
-	ff      *failRun  // --on-degraded (failfast.go)
-	cmd     string
+	ff      *failRun  // --on-degraded (failfast.go); nil: the default policy
+	cmd     string    // CMD as given, for the line that says it is stopped
 }
 
 func newWatch(e *env, rep preflight.Report, s settings) *watch {
@@ -463,9 +463,9 @@ func reportOutcome(e *env, j runJob, rep preflight.Report, p childPlan, out outc
 			printChecks(e.stderr, rep, preflight.Warn)
 		}
 	}
+	_, _ = io.WriteString(e.stderr, out.note) // the policy changed the exit status (failfast.go)
 	// Skipped tap data matters only when something went wrong: a healthy
 	// run that printed faster than the matcher reads stays silent.
-	_, _ = io.WriteString(e.stderr, out.note)
 	if !s.quiet && res.TapLost > 0 && (len(ds) > 0 || res.ExitCode != 0) {
 		fprintf(e.stderr, "ncclrun: warning: diagnosis fell behind the output and skipped %d lines that were not NCCL INFO noise (all of it was relayed)\n", res.TapLost)
 	}
