@@ -14,6 +14,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/ncclrun/ncclrun/internal/testutil"
 )
 
 // Promise: with --stop-grace a preempted torchrun job keeps its checkpoint.
@@ -85,5 +87,58 @@ func TestTorchrunStopGrace(t *testing.T) {
 				assert.NotContains(t, s.errb.String(), "SIGUSR1", "torchrun's agent got no SIGUSR1")
 			}
 		})
+	}
+}
+
+// rankSaves is a rank that says "training", then on SIGUSR1 writes
+// rank<N> in the directory of its argument and exits.
+const rankSaves = `import os, signal, sys, time
+stop = []
+signal.signal(signal.SIGUSR1, lambda s, f: stop.append(s))
+rank = os.environ.get("OMPI_COMM_WORLD_RANK", "0")
+os.write(1, f"rank {rank}: training\n".encode())
+while not stop:
+    time.sleep(0.05)
+open(os.path.join(sys.argv[1], "rank" + rank), "w").write("saved\n")
+`
+
+// Promise: under mpirun, --stop-grace signals mpirun itself, which
+// forwards SIGUSR1 to every rank (on both "nodes"): each saves before the
+// SIGTERM reaches mpirun, and the job ends as its ranks do. Without
+// --stop-grace mpirun's SIGTERM ends the ranks unsaved.
+func TestMpirunStopGrace(t *testing.T) {
+	mpirun := testutil.RequireTool(t, "mpirun")
+	dir := shared(t)
+	argv := append([]string{ncclrunBin, "--stop-grace", "2m", "--"}, mpirunArgs(mpirun, "/usr/bin/python3", "-c", rankSaves, dir)...)
+	s := start(t, clientEnv(t), argv...)
+	var got []string
+	timeout := time.After(hangGuard)
+	for training := 0; training < 2; {
+		select {
+		case l, ok := <-s.lines:
+			require.True(t, ok, "the job ended before both ranks trained: %q; stderr %q", got, s.errb.String())
+			got = append(got, l)
+			if strings.HasSuffix(l, ": training") {
+				training++
+			}
+		case <-timeout:
+			t.Fatalf("ranks not training within %v: %q", hangGuard, got)
+		}
+	}
+	saved := []string{filepath.Join(dir, "rank0"), filepath.Join(dir, "rank1")}
+	for _, f := range saved {
+		require.NoFileExists(t, f)
+	}
+	require.NoError(t, s.cmd.Process.Signal(syscall.SIGTERM))
+	for range s.lines {
+	}
+	select {
+	case err := <-s.err:
+		assert.NoError(t, err, "the ranks saved and exited 0, and so did mpirun; stderr %q", s.errb.String())
+	case <-time.After(hangGuard):
+		t.Fatalf("mpirun did not end within %v of SIGTERM", hangGuard)
+	}
+	for _, f := range saved {
+		assert.FileExists(t, f, "the rank saved on the SIGUSR1 mpirun forwarded")
 	}
 }
