@@ -120,6 +120,11 @@ type Config struct {
 	// CheckpointTo names the training processes; the zero value is the
 	// main child.
 	CheckpointTo Checkpoint
+	// OnCheckpoint, when set, is told that the checkpoint step began on
+	// terminating signal term, and how many training processes
+	// CheckpointSignal reached (0: none, and term is forwarded at once).
+	// It is called from Run's own goroutine.
+	OnCheckpoint func(term syscall.Signal, reached int)
 }
 
 // Splicer is a Config.Stdout or Stderr that is not an *os.File but writes

@@ -42,6 +42,9 @@ func (s *supervisor) holdForGrace(sig syscall.Signal) bool {
 			pids = append(pids, pid)
 		}
 	}
+	if s.cfg.OnCheckpoint != nil {
+		s.cfg.OnCheckpoint(sig, len(pids))
+	}
 	if len(pids) == 0 {
 		return false // nothing to wait for: forward sig now
 	}

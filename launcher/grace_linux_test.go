@@ -104,12 +104,15 @@ func TestStopGrace(t *testing.T) {
 			cfg := helperConfig(t, tc.helper, tc.args...)
 			cfg.Stdout = out
 			cfg.CheckpointSignal, cfg.StopGrace, cfg.CheckpointTo = unix.SIGUSR1, tc.grace, tc.to
+			var told []int
+			cfg.OnCheckpoint = func(term syscall.Signal, reached int) { told = append(told, int(term), reached) }
 			done := runAsync(cfg)
 			out.waitFor("ready\n")
 			require.NoError(t, unix.Kill(os.Getpid(), unix.SIGTERM))
 			r := <-done
 			require.NoError(t, r.err)
 			assert.Equal(t, Result{ExitCode: 0}, r.res, "no process died of the checkpoint signal; output %q", out.String())
+			assert.Equal(t, []int{int(unix.SIGTERM), strings.Count(tc.want, "saved") + strings.Count(tc.want, "checkpoint")}, told)
 			got := out.String()
 			for _, pidLine := range strings.SplitAfter(got, "\n") {
 				if strings.HasPrefix(pidLine, "saved ") {

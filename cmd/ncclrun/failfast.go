@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"syscall"
@@ -123,13 +124,23 @@ func parseSignal(s string) (syscall.Signal, error) {
 // training processes are torchrun's workers (its agent would die of
 // SIGUSR1), mpirun itself (Open MPI forwards SIGUSR1 and SIGUSR2 to its
 // ranks), or else CMD.
-func (f failFast) configure(cfg *launcher.Config, path string, args []string) {
+func (f failFast) configure(cfg *launcher.Config, path string, args []string, stderr io.Writer) {
 	if f.stopGrace <= 0 {
 		return
 	}
 	cfg.StopGrace, cfg.CheckpointSignal = f.stopGrace, f.checkpointSig
+	what := "CMD"
 	if isTorchrun(path, args) {
-		cfg.CheckpointTo = launcher.CheckpointWorkers
+		cfg.CheckpointTo, what = launcher.CheckpointWorkers, "torchrun's workers"
+	}
+	cfg.OnCheckpoint = func(term syscall.Signal, reached int) {
+		if reached == 0 {
+			fprintf(stderr, "ncclrun: %s: no training process to send %s to (%s); forwarding %s now\n",
+				unix.SignalName(term), unix.SignalName(f.checkpointSig), what, unix.SignalName(term))
+			return
+		}
+		fprintf(stderr, "ncclrun: %s: sent %s to %d training process(es) (%s); %s follows once they exit, at most %v from now\n",
+			unix.SignalName(term), unix.SignalName(f.checkpointSig), reached, what, unix.SignalName(term), f.stopGrace)
 	}
 }
 

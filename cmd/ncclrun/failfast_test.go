@@ -293,12 +293,12 @@ func TestCheckpointTargets(t *testing.T) {
 	}
 	for _, tc := range tests {
 		var cfg launcher.Config
-		f.configure(&cfg, tc.path, tc.args)
+		f.configure(&cfg, tc.path, tc.args, io.Discard)
 		assert.Equal(t, tc.to, cfg.CheckpointTo, tc.path)
 		assert.Equal(t, syscall.Signal(unix.SIGUSR1), cfg.CheckpointSignal)
 		assert.Equal(t, time.Minute, cfg.StopGrace)
 	}
 	var cfg launcher.Config
-	failFast{}.configure(&cfg, "torchrun", nil)
+	failFast{}.configure(&cfg, "torchrun", nil, io.Discard)
 	assert.Equal(t, launcher.Config{}, cfg)
 }

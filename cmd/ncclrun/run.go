@@ -261,7 +261,7 @@ func planChild(e *env, j runJob, rep preflight.Report) childPlan {
 		KillAfter:      time.Duration(j.s.killAfter),
 		NoPTY:          j.s.noPTY,
 	}
-	j.s.ff.configure(&p.cfg, j.path, j.args)
+	j.s.ff.configure(&p.cfg, j.path, j.args, e.stderr)
 	if probe != nil {
 		probe.attach(&p, added)
 	}
