@@ -330,6 +330,8 @@ var criTermCases = []criTermCase{
 		Args: []string{"run", "--user", "1000:1000", "--", "/capprobe"}, Code: 125, Want: "CAP_SETUID"},
 	{Name: "command not found", Sec: seedSec, Args: []string{"run", "--", "/usr/bin/torchrun"}, Code: 127, Want: "/usr/bin/torchrun"},
 	{Name: "command not executable", Sec: seedSec, Args: []string{"run", "--", "/etc/passwd"}, Code: 126, Want: "/etc/passwd"},
+	{Name: "--misconfig-exit, the trap", Sec: seedSec, Args: []string{"run", "--misconfig-exit", "90", "--", "/ncclrun", "fake-nccl", "--pin", "16MiB"},
+		Code: 90, Want: "CMD failed (exit status 1) and memlock is certain"},
 	{Name: "CMD fails, no NCCL failure", Sec: seedSec, Args: []string{"run", "--", "/bin/sh", "-c", "exit 3"}, Code: 3,
 		Want: "CMD exited with status 3; no NCCL failure found"},
 }

@@ -90,6 +90,27 @@ type Config struct {
 	// stderr is a terminal (by default the child then gets a pseudo
 	// terminal for that stream, so it behaves as on a terminal).
 	NoPTY bool
+
+	// Stop, when set, stops the child once it is closed, as a SIGTERM to
+	// ncclrun would: the checkpoint step first (CheckpointSignal), then
+	// SIGTERM forwarded and KillAfter; nothing when a terminating signal
+	// was handled already. Nil: only signals stop the child.
+	Stop <-chan struct{}
+	// CheckpointSignal, with StopGrace above 0, is sent to the training
+	// processes (CheckpointTo) on the first terminating signal; that
+	// signal is forwarded StopGrace later, or as soon as they have all
+	// exited (grace.go). 0 or a StopGrace of 0: the terminating signal is
+	// forwarded at once.
+	CheckpointSignal syscall.Signal
+	StopGrace        time.Duration
+	// CheckpointTo names the training processes; the zero value is the
+	// main child.
+	CheckpointTo Checkpoint
+	// OnCheckpoint, when set, is told that the checkpoint step began on
+	// terminating signal term, and how many training processes
+	// CheckpointSignal reached (0: none, and term is forwarded at once).
+	// It is called from Run's own goroutine.
+	OnCheckpoint func(term syscall.Signal, reached int)
 }
 
 // DefaultKillAfter is how long descendants left by a main child that

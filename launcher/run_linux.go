@@ -86,6 +86,9 @@ type supervisor struct {
 	killTimer *time.Timer
 	killC     <-chan time.Time
 	killed    bool // the tree was SIGKILLed
+
+	stopC <-chan struct{} // cfg.Stop until it closed
+	grace graceState      // the checkpoint step (grace_linux.go)
 }
 
 func (s *supervisor) closeAll() {
@@ -99,6 +102,7 @@ func (s *supervisor) closeAll() {
 	if s.killTimer != nil {
 		s.killTimer.Stop()
 	}
+	s.grace.stop()
 }
 
 // stdio returns the child's fds 0, 1, 2.
@@ -242,6 +246,7 @@ func (s *supervisor) run(l *launch) (Result, error) {
 
 	// Until the main child exits: reap, forward, kill on time.
 	s.reap()
+	s.stopC = s.cfg.Stop
 	for s.status == nil {
 		select {
 		case <-s.chldCh:
@@ -252,6 +257,13 @@ func (s *supervisor) run(l *launch) (Result, error) {
 			s.handle(sig.(syscall.Signal))
 		case <-s.killC:
 			s.killTree()
+		case <-s.stopC:
+			s.stopC = nil
+			if !s.shutdown { // a shutdown under way is not begun again
+				s.handle(unix.SIGTERM)
+			}
+		case <-s.grace.done:
+			s.endGrace()
 		}
 	}
 
@@ -321,6 +333,9 @@ func (s *supervisor) handle(sig syscall.Signal) {
 		return
 	case unix.SIGCONT:
 		s.signalGroup(unix.SIGCONT)
+		return
+	}
+	if terminating(sig) && s.holdForGrace(sig) {
 		return
 	}
 	_ = unix.Kill(s.pid, sig) // ESRCH: it is exiting; the reaper will see it

@@ -51,7 +51,7 @@ func envName(flag string) string {
 // globalFlags are new instances of the flags every command accepts; urfave
 // flags hold parse state, so each command gets its own.
 func globalFlags() []cli.Flag {
-	return []cli.Flag{
+	return append([]cli.Flag{
 		&cli.StringFlag{Name: flagRoot, Usage: "read the system from files under `DIR` instead of the live system (tests, snapshots)", EnvVars: []string{envName(flagRoot)}},
 		&cli.BoolFlag{Name: flagStrict, Usage: "do not start CMD when a preflight check failed (exit 78)", EnvVars: []string{envName(flagStrict)}},
 		&cli.BoolFlag{Name: flagNoWatch, Usage: "exec CMD in place after preflight and env: no relay, no diagnosis", EnvVars: []string{envName(flagNoWatch)}},
@@ -69,7 +69,7 @@ func globalFlags() []cli.Flag {
 		&cli.BoolFlag{Name: flagNoPTY, Usage: "give CMD plain pipes even when ncclrun's output is a terminal", EnvVars: []string{envName(flagNoPTY)}},
 		&cli.BoolFlag{Name: flagNoTransportProbe, Usage: "keep NCCL at WARN on stdout: do not read its INIT/NET INFO lines from a private NCCL_DEBUG_FILE to learn the transport it chose", EnvVars: []string{envName(flagNoTransportProbe)}},
 		&cli.StringFlag{Name: flagNCCLIB, Usage: "`on|off`: off adds no NCCL_IB_* variable at all", Value: "on", EnvVars: []string{envName(flagNCCLIB)}},
-	}
+	}, failFastFlags()...)
 }
 
 // flagWords are what normalize needs to know of the global flags: which

@@ -39,6 +39,7 @@ type settings struct {
 	// transportEnv are its variables, set by planChild when it runs.
 	noTransportProbe bool
 	transportEnv     []launcher.EnvVar
+	ff               failFast // --on-degraded, --stop-grace, --misconfig-exit (failfast.go)
 }
 
 func parseSize(s string) (int64, error) { return units.ParseSize(s) }
@@ -105,6 +106,9 @@ func parseSettings(c *cli.Context) (settings, error) {
 		return s, err
 	}
 	s.killAfter = int64(d)
+	if s.ff, err = parseFailFast(c); err != nil {
+		return s, err
+	}
 	if s.minMemlock, err = sizeFlag(c, flagMinMemlock, 0); err != nil {
 		return s, err
 	}

@@ -130,7 +130,7 @@ func cmdRun(c *cli.Context, e *env) (err error) {
 	out := collect(e, j, p, w, res, term)
 	reportOutcome(e, j, rep, p, out)
 	end.reported = true
-	return exitWith(out.res.ExitCode)
+	return exitWith(out.code)
 }
 
 // runJob is what run's settings stage hands the others: the parsed flags,
@@ -262,6 +262,7 @@ func planChild(e *env, j runJob, rep preflight.Report) childPlan {
 		KillAfter:      time.Duration(j.s.killAfter),
 		NoPTY:          j.s.noPTY,
 	}
+	j.s.ff.configure(&p.cfg, j.path, j.args, e.stderr)
 	if probe != nil {
 		probe.attach(&p, added)
 	}
@@ -283,10 +284,12 @@ type watch struct {
 	m       *diagnosis.Matcher
 	printed map[string]bool
 	started time.Time // just before CMD started, less the file times' granularity
+	ff      *failRun  // --on-degraded (failfast.go); nil: the default policy
+	cmd     string    // CMD as given, for the line that says it is stopped
 }
 
 func newWatch(e *env, rep preflight.Report, s settings) *watch {
-	return &watch{stderr: e.stderr, facts: facts(rep, s.minMemlockOrDefault()), printed: map[string]bool{}}
+	return &watch{stderr: e.stderr, facts: facts(rep, s.minMemlockOrDefault()), printed: map[string]bool{}, ff: newFailRun(s.ff)}
 }
 
 // matcher returns the matcher, building it on first use; w.mu is held.
@@ -325,6 +328,9 @@ func (w *watch) print(ds []diagnosis.Diagnosis) {
 		}
 		w.printed[d.ID] = true
 		_, _ = w.stderr.Write(diagnosisMessage(d))
+		if line := w.ff.found(d, w.cmd); line != "" {
+			fprintf(w.stderr, "%s", line)
+		}
 	}
 }
 
@@ -334,6 +340,8 @@ func (w *watch) print(ds []diagnosis.Diagnosis) {
 func supervise(e *env, j runJob, p childPlan, w *watch, term <-chan os.Signal) (launcher.Result, error) {
 	cfg := p.cfg
 	cfg.Tap = w
+	cfg.Stop = w.ff.stopChan()
+	w.cmd = j.path
 	cfg.OnOutputError = func(st launcher.Stream, err error) {
 		name := "stdout"
 		if st == launcher.Stderr {
@@ -375,6 +383,10 @@ type outcome struct {
 	ds      []diagnosis.Diagnosis
 	printed map[string]bool // the ids of ds printed while CMD ran
 	te      *torchrunError
+	// code is ncclrun's exit status: CMD's, unless the policy
+	// (failfast.go) changed it and note says why.
+	code int
+	note string
 }
 
 // collect is run's collect stage: with NCCL_DEBUG_FILE, NCCL's lines went
@@ -391,6 +403,9 @@ func collect(e *env, j runJob, p childPlan, w *watch, res launcher.Result, term 
 	for len(term) > 0 {
 		<-term // signals during the run were the launcher's to forward
 	}
+	w.mu.Lock()
+	w.ff.end() // CMD has exited: nothing more to stop
+	w.mu.Unlock()
 	var reads nccllog.ExitReads
 	if p.debugFile != "" || p.torchFile != "" {
 		reads = exitFiles(p, j, w.started).Read(func(r io.Reader) { _ = nccllog.Split(r, w.sourceLines) }, term)
@@ -400,6 +415,7 @@ func collect(e *env, j runJob, p childPlan, w *watch, res launcher.Result, term 
 		out.ds = w.m.Diagnoses()
 	}
 	out.printed = w.printed
+	out.code, out.note = w.ff.verdict(res, out.ds)
 	w.mu.Unlock()
 	if res.Signal != 0 {
 		out.sigName = unix.SignalName(res.Signal)
@@ -437,6 +453,7 @@ func reportOutcome(e *env, j runJob, rep preflight.Report, p childPlan, out outc
 			printChecks(e.stderr, rep, preflight.Warn)
 		}
 	}
+	_, _ = io.WriteString(e.stderr, out.note) // the policy changed the exit status (failfast.go)
 	// Skipped tap data matters only when something went wrong: a healthy
 	// run that printed faster than the matcher reads stays silent.
 	if !s.quiet && res.TapLost > 0 && (len(ds) > 0 || res.ExitCode != 0) {
@@ -457,7 +474,7 @@ func reportOutcome(e *env, j runJob, rep preflight.Report, p childPlan, out outc
 		}
 	}
 	if tl := p.termLog; tl != "" && (len(ds) > 0 || res.ExitCode != 0) {
-		msg := terminationText(ds, res.ExitCode, out.sigName, out.te)
+		msg := out.note + terminationText(ds, res.ExitCode, out.sigName, out.te, terminationLimit-len(out.note))
 		if err := safefile.WriteFile(tl, []byte(msg), 0o644); err != nil {
 			fprintf(e.stderr, "ncclrun: warning: termination log: %v\n", err)
 		}
@@ -478,9 +495,9 @@ func terminationLogPath(s settings, r preflight.Report) string {
 
 // terminationText is the termination message: the diagnoses, or when none
 // was found, how CMD ended (and torchrun's first failure).
-func terminationText(ds []diagnosis.Diagnosis, code int, sig string, te *torchrunError) string {
+func terminationText(ds []diagnosis.Diagnosis, code int, sig string, te *torchrunError, limit int) string {
 	if len(ds) > 0 {
-		return diagnosis.TerminationMessage(ds, terminationLimit)
+		return diagnosis.TerminationMessage(ds, limit)
 	}
 	var b bytes.Buffer
 	if sig != "" {
@@ -491,7 +508,7 @@ func terminationText(ds []diagnosis.Diagnosis, code int, sig string, te *torchru
 	if te != nil && te.Message != "" {
 		fmt.Fprintf(&b, "torchrun: first failure: %s\n", te.Message)
 	}
-	return truncate(b.String(), terminationLimit)
+	return truncate(b.String(), limit)
 }
 
 // truncate cuts s to at most n bytes without splitting a UTF-8 sequence.

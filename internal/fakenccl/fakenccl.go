@@ -64,6 +64,8 @@ type options struct {
 	toStderr    bool
 	rankPrefix  bool
 	versionText string
+	net         string // "ib" or "socket"
+	hold        bool
 }
 
 // Main runs the workload with args (the flags after `fake-nccl`, without a
@@ -112,6 +114,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.toStderr, "stderr", false, "print NCCL's lines to stderr instead of stdout")
 	stdoutFlag := fs.Bool("stdout", false, "print NCCL's lines to stdout (the default, as NCCL does)")
 	fs.BoolVar(&o.rankPrefix, "rank-prefix", true, "prefix PyTorch's error lines with [rankN]: as torch >= 2.2 does")
+	fs.StringVar(&o.net, "net", "ib", "transport NCCL reports: ib, or socket (NET/IB finds no device and NCCL falls back to TCP sockets)")
+	fs.BoolVar(&o.hold, "hold", false, "after a successful init, keep running as a training job does until a terminating signal, then exit 128+N")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -125,6 +129,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	if *stdoutFlag && o.toStderr {
 		return bad("--stdout and --stderr are exclusive")
+	}
+	if o.net != "ib" && o.net != "socket" {
+		return bad("--net %q: want ib or socket", o.net)
 	}
 	if o.ranks < 1 || o.ranks > 1024 {
 		return bad("--ranks %d: want 1..1024", o.ranks)
@@ -261,8 +268,14 @@ func (r *rankRun) run() int {
 	if v.atLeast(2, 23, 0) && !v.atLeast(2, 30, 0) {
 		l.info("NET/Plugin: Could not find: libnccl-net.so. Using internal net plugin.")
 	}
-	l.info("NET/IB : Using [0]mlx5_0:1/IB [RO]; OOB %s", r.iface)
-	l.info("Using network IB")
+	if r.o.net == "socket" {
+		l.info("NET/IB : No device found.")
+		l.info("NET/Socket : Using [0]%s", r.iface)
+		l.info("Using network Socket")
+	} else {
+		l.info("NET/IB : Using [0]mlx5_0:1/IB [RO]; OOB %s", r.iface)
+		l.info("Using network IB")
+	}
 	comm := 0x55d0c0000000 + rand.Uint64N(0xfffffff)&^0xf
 	commID := rand.Uint64()
 	busID := busIDs[r.rank%len(busIDs)]
@@ -304,7 +317,23 @@ func (r *rankRun) run() int {
 		fmt.Fprintf(r.stdout, "fake-nccl: all-reduce OK on %d ranks (%s pinned per rank, NCCL %s)\n",
 			r.nranks, units.FormatSize(r.o.pin), v)
 	}
+	if r.o.hold {
+		return r.holdUntilSignal()
+	}
 	return ExitOK
+}
+
+// holdUntilSignal plays a job that trains until it is stopped: it waits
+// for a terminating signal, says which one came, and returns 128+N as a
+// process killed by it would report.
+func (r *rankRun) holdUntilSignal() int {
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT)
+	defer signal.Stop(sigs)
+	fmt.Fprintf(r.stdout, "fake-nccl: rank %d training until a terminating signal\n", r.rank)
+	sig := (<-sigs).(syscall.Signal)
+	fmt.Fprintf(r.stdout, "fake-nccl: rank %d stopped by %v\n", r.rank, sig)
+	return 128 + int(sig)
 }
 
 var busIDs = []string{"18000", "2a000", "3a000", "5d000", "9a000", "ab000", "ba000", "db000"}

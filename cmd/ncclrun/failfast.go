@@ -1,0 +1,225 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/urfave/cli/v2"
+	"golang.org/x/sys/unix"
+
+	"github.com/ncclrun/ncclrun/diagnosis"
+	"github.com/ncclrun/ncclrun/launcher"
+)
+
+// What run decides for a job beyond relaying it: stop a job that runs
+// degraded (--on-degraded), let the training processes checkpoint before a
+// shutdown (--stop-grace, --checkpoint-signal), and give a failure that no
+// retry can fix an exit status of its own (--misconfig-exit). Every one is
+// off by default (docs/cli.md "Stopping early, stopping gracefully").
+
+// Flag names of the policy.
+const (
+	flagOnDegraded       = "on-degraded"
+	flagStopGrace        = "stop-grace"
+	flagCheckpointSignal = "checkpoint-signal"
+	flagMisconfigExit    = "misconfig-exit"
+)
+
+// degradedID is the diagnosis that --on-degraded fail acts on.
+const degradedID = "degraded-transport"
+
+// misconfigIDs are the diagnoses of a deployment misconfiguration: a limit,
+// mount, device, library or interface the pod or node was given wrong,
+// which fails the same way on every retry. A certain one of them in a
+// failed run makes --misconfig-exit's status. Causes a retry may not meet
+// again (ib-transport, peer-lost, collective-timeout, cuda-oom, ...) are
+// not here: they keep CMD's status. A memlock limit that a user namespace
+// keeps capabilities from bypassing is diagnosed as memlock.
+var misconfigIDs = []string{"memlock", "shm", "rdma-device", "ibverbs-library", "socket-interface"}
+
+// failFastFlags are the policy's flags, part of globalFlags.
+func failFastFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: flagOnDegraded, Usage: "`warn|fail`: fail stops CMD (as SIGTERM would) once degraded-transport is certain, and exits 79", Value: "warn", EnvVars: []string{envName(flagOnDegraded)}},
+		&cli.DurationFlag{Name: flagStopGrace, Usage: "on the first terminating signal, send --checkpoint-signal to the training processes and forward the terminating signal `DURATION` later (or once they exited)", EnvVars: []string{envName(flagStopGrace)}},
+		&cli.StringFlag{Name: flagCheckpointSignal, Usage: "the `SIG` --stop-grace sends to the training processes", DefaultText: "SIGUSR1", EnvVars: []string{envName(flagCheckpointSignal)}},
+		&cli.StringFlag{Name: flagMisconfigExit, Usage: "exit `N` instead of CMD's status when CMD failed of a certain deployment misconfiguration (memlock, shm, ...)", EnvVars: []string{envName(flagMisconfigExit)}},
+	}
+}
+
+// failFast is the policy as the flags set it; the zero value changes
+// nothing.
+type failFast struct {
+	onDegradedFail bool
+	stopGrace      time.Duration
+	checkpointSig  syscall.Signal // 0 when stopGrace is 0
+	misconfigExit  int            // 0: off
+}
+
+// parseFailFast reads the policy's flags; a mistake is a usage error.
+func parseFailFast(c *cli.Context) (failFast, error) {
+	var f failFast
+	switch v := strings.ToLower(strings.TrimSpace(c.String(flagOnDegraded))); v {
+	case "warn", "":
+	case "fail":
+		f.onDegradedFail = true
+	default:
+		return f, usagef("--%s: %q is not warn or fail", flagOnDegraded, c.String(flagOnDegraded))
+	}
+	f.stopGrace = c.Duration(flagStopGrace)
+	if f.stopGrace < 0 {
+		return f, usagef("--%s: %v is negative", flagStopGrace, f.stopGrace)
+	}
+	if name := c.String(flagCheckpointSignal); name != "" {
+		if f.stopGrace == 0 {
+			return f, usagef("--%s needs --%s (how long the training processes have to save)", flagCheckpointSignal, flagStopGrace)
+		}
+		sig, err := parseSignal(name)
+		if err != nil {
+			return f, usagef("--%s: %v", flagCheckpointSignal, err)
+		}
+		f.checkpointSig = sig
+	} else if f.stopGrace > 0 {
+		f.checkpointSig = unix.SIGUSR1
+	}
+	if v := strings.TrimSpace(c.String(flagMisconfigExit)); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 || n > maxChildExitStatus {
+			return f, usagef("--%s: %q is not an exit status (1..255; 0 is off)", flagMisconfigExit, v)
+		}
+		f.misconfigExit = n
+	}
+	return f, nil
+}
+
+// parseSignal reads a signal as `kill -s` takes it: SIGUSR1, USR1 or 10.
+// SIGKILL and SIGSTOP cannot be handled, so no process could save on them.
+func parseSignal(s string) (syscall.Signal, error) {
+	s = strings.ToUpper(strings.TrimSpace(s))
+	var sig syscall.Signal
+	if n, err := strconv.Atoi(s); err == nil {
+		sig = syscall.Signal(n)
+		if n <= 0 || n > 64 || unix.SignalName(sig) == "" {
+			return 0, fmt.Errorf("%q is not a signal", s)
+		}
+	} else {
+		if !strings.HasPrefix(s, "SIG") {
+			s = "SIG" + s
+		}
+		if sig = unix.SignalNum(s); sig == 0 {
+			return 0, fmt.Errorf("%q is not a signal name", s)
+		}
+	}
+	if sig == unix.SIGKILL || sig == unix.SIGSTOP {
+		return 0, fmt.Errorf("%s cannot be caught: no process can save on it", unix.SignalName(sig))
+	}
+	return sig, nil
+}
+
+// configure sets the checkpoint step in the launcher's Config. The
+// training processes are torchrun's workers (its agent would die of
+// SIGUSR1), mpirun itself (Open MPI forwards SIGUSR1 and SIGUSR2 to its
+// ranks), or else CMD.
+func (f failFast) configure(cfg *launcher.Config, path string, args []string, stderr io.Writer) {
+	if f.stopGrace <= 0 {
+		return
+	}
+	cfg.StopGrace, cfg.CheckpointSignal = f.stopGrace, f.checkpointSig
+	what := "CMD"
+	if (launcher.Command{Path: path, Args: args}).Torchrun() {
+		cfg.CheckpointTo, what = launcher.CheckpointWorkers, "torchrun's workers"
+	}
+	cfg.OnCheckpoint = func(term syscall.Signal, reached int) {
+		if reached == 0 {
+			fprintf(stderr, "ncclrun: %s: no training process to send %s to (%s); forwarding %s now\n",
+				unix.SignalName(term), unix.SignalName(f.checkpointSig), what, unix.SignalName(term))
+			return
+		}
+		fprintf(stderr, "ncclrun: %s: sent %s to %d training process(es) (%s); %s follows once they exit, at most %v from now\n",
+			unix.SignalName(term), unix.SignalName(f.checkpointSig), reached, what, unix.SignalName(term), f.stopGrace)
+	}
+}
+
+// failRun is the policy during one run; w.mu guards it (watch). A nil
+// *failRun is the default policy: it changes nothing.
+type failRun struct {
+	f       failFast
+	stop    chan struct{} // closed once: launcher.Config.Stop; nil without --on-degraded fail
+	stopped *diagnosis.Diagnosis
+	over    bool // CMD has exited: a diagnosis found now stops nothing
+}
+
+func newFailRun(f failFast) *failRun {
+	r := &failRun{f: f}
+	if f.onDegradedFail {
+		r.stop = make(chan struct{})
+	}
+	return r
+}
+
+// stopChan is launcher.Config.Stop: nil unless --on-degraded fail.
+func (r *failRun) stopChan() <-chan struct{} {
+	if r == nil || r.stop == nil {
+		return nil
+	}
+	return r.stop
+}
+
+// end says that CMD has exited: what is found from now on stops nothing.
+func (r *failRun) end() {
+	if r != nil {
+		r.over = true
+	}
+}
+
+// found is told every diagnosis as the watch finds it, while CMD runs; it
+// returns the line to print when it stops CMD.
+func (r *failRun) found(d diagnosis.Diagnosis, cmd string) string {
+	if r == nil || r.stop == nil || r.over || r.stopped != nil || d.ID != degradedID || d.Certainty != diagnosis.Certain {
+		return ""
+	}
+	r.stopped = &d
+	close(r.stop)
+	return fmt.Sprintf("ncclrun: --%s fail: stopping %s as SIGTERM would (%s is certain); ncclrun will exit %d\n", flagOnDegraded, cmd, degradedID, ExitDegraded)
+}
+
+// verdict is run's exit status and, when the policy changed it, the line
+// that says why (printed, and first in the termination message).
+func (r *failRun) verdict(res launcher.Result, ds []diagnosis.Diagnosis) (int, string) {
+	if r == nil {
+		return res.ExitCode, ""
+	}
+	if r.stopped != nil && res.ExitCode != 0 { // a CMD that succeeded before the stop reached it keeps 0
+		return ExitDegraded, fmt.Sprintf("ncclrun: --%s fail: CMD was stopped because NCCL runs degraded (%s); CMD's exit status %d, ncclrun's %d\n",
+			flagOnDegraded, degradedID, res.ExitCode, ExitDegraded)
+	}
+	if r.f.misconfigExit == 0 || res.ExitCode == 0 {
+		return res.ExitCode, ""
+	}
+	if id := misconfiguration(ds); id != "" {
+		return r.f.misconfigExit, fmt.Sprintf("ncclrun: --%s: CMD failed (exit status %d) and %s is certain, a deployment misconfiguration that fails the same way on every retry; ncclrun exits %d\n",
+			flagMisconfigExit, res.ExitCode, id, r.f.misconfigExit)
+	}
+	return res.ExitCode, ""
+}
+
+// misconfiguration is the first certain diagnosis of ds that misconfigIDs
+// names, "" for none. One such cause is enough: a retry meets it again,
+// whatever else failed with it.
+func misconfiguration(ds []diagnosis.Diagnosis) string {
+	for _, d := range ds {
+		if d.Certainty != diagnosis.Certain {
+			continue
+		}
+		for _, id := range misconfigIDs {
+			if d.ID == id {
+				return id
+			}
+		}
+	}
+	return ""
+}
