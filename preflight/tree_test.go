@@ -91,6 +91,7 @@ func TestTrees(t *testing.T) {
 		{tree: "docker-root", kind: "docker", statuses: all(map[string]Status{IDMemlock: Fail, IDCapabilities: Warn, IDShm: Skip, IDRDMA: Skip, IDGPU: Skip, IDGPUDirect: Skip}), rule: ruleRootNoIPCLock, via: "none", min: DefaultMinMemlock},
 		{tree: "slurm", env: []string{"SLURM_JOB_ID=42", "SLURM_PROCID=0"}, kind: "slurm", statuses: all(map[string]Status{IDRDMA: Skip, IDGPUDirect: Skip}), rule: ruleUnlimited, via: "none"},
 		{tree: "userns", kind: "docker", statuses: all(map[string]Status{IDMemlock: Fail, IDCapabilities: Warn, IDShm: Skip, IDRDMA: Skip, IDGPU: Skip, IDGPUDirect: Skip}), rule: ruleUserNS, via: "none", min: DefaultMinMemlock},
+		{tree: "vm-root", kind: "host", statuses: all(map[string]Status{IDShm: Skip, IDGPU: Skip, IDGPUDirect: Skip}), rule: ruleUnlimited, via: "inherited"},
 		{tree: "nnp", kind: "kubernetes", statuses: all(map[string]Status{IDMemlock: Fail, IDCapabilities: Warn, IDShm: Skip, IDRDMA: Skip, IDGPU: Skip, IDGPUDirect: Skip}), rule: ruleK8sTrap, via: "none", min: DefaultMinMemlock},
 		{tree: "garbled", kind: "host", statuses: map[string]Status{IDEnvironment: OK, IDMemlock: Warn, IDCapabilities: Warn, IDRDMA: Fail, IDShm: Warn, IDGPU: OK, IDGPUDirect: Warn, IDNetwork: Fail}, rule: ruleUnknown, via: "none"},
 	}
@@ -186,6 +187,18 @@ func TestTreeResults(t *testing.T) {
 		assert.Equal(t, int64(65536), got.Details["soft_before"])
 		assert.Equal(t, Unlimited, got.Details["soft"])
 		assert.Equal(t, Unlimited, got.Details["hard_before"])
+	})
+	t.Run("vm-root hard raise simulated", func(t *testing.T) {
+		// Root with CAP_SYS_RESOURCE in the initial user namespace: the
+		// live raise lifts the hard limit too, and so does the prediction.
+		r := Run(context.Background(), Options{Root: "testdata/vm-root", Env: []string{}})
+		got, _ := r.Check(IDMemlock)
+		assert.Equal(t, OK, got.Status)
+		assert.Equal(t, "RLIMIT_MEMLOCK is unlimited (soft=hard): NCCL can register memory (raised from 8 MiB (soft=hard))", got.Summary)
+		assert.Equal(t, map[string]any{"soft": Unlimited, "hard": Unlimited, "soft_before": int64(8 << 20), "hard_before": int64(8 << 20),
+			"min_bytes": DefaultMinMemlock, "rule": ruleUnlimited,
+			"raise": "simulated: ncclrun run raises the soft and the hard limit to unlimited (the snapshot holds CAP_SYS_RESOURCE in the initial user namespace)"}, got.Details)
+		assert.Equal(t, Rlimit{Unlimited, Unlimited}, r.Command.Memlock)
 	})
 	t.Run("nnp mentions no_new_privs", func(t *testing.T) {
 		r := Run(context.Background(), Options{Root: "testdata/nnp", Env: []string{}, MinMemlock: DefaultMinMemlock})
