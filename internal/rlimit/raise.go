@@ -10,8 +10,8 @@ import (
 // Raise is the raise ncclrun makes of its own limit before it starts CMD,
 // which inherits it: the soft limit to the hard limit, which the kernel
 // always allows, then both to unlimited, which it allows only where
-// HardRaisePermitted holds. set applies one step (Set on the live
-// process; a model of the kernel in Raised). after is the limit the
+// HardRaisePermitted holds. set applies one step: Set, for this
+// process; a model of the kernel's checks, in Raised. after is the limit the
 // accepted steps leave; hardErr is why the second step was refused (the
 // soft=hard result stands); err is the first step's failure, with after
 // equal to before.
