@@ -9,6 +9,7 @@ import (
 	"github.com/ncclrun/ncclrun/internal/advice"
 	"github.com/ncclrun/ncclrun/internal/caps"
 	"github.com/ncclrun/ncclrun/internal/pinrule"
+	"github.com/ncclrun/ncclrun/internal/rlimit"
 	"github.com/ncclrun/ncclrun/internal/units"
 )
 
@@ -21,9 +22,55 @@ type credFacts struct {
 	userns     bool
 	usernsErr  error
 	fileCap    *bool // nil: unknown (snapshot tree, or not readable)
-	// raiseSimulated: a snapshot's soft limit was below its hard limit and
-	// memlock holds the values after the raise ncclrun run would do.
-	raiseSimulated bool
+	// raise, for a snapshot: how memlock, which holds the values after the
+	// raise ncclrun run would do, was predicted ("" when nothing changes).
+	raise string
+}
+
+// simulateRaise turns a snapshot's limit, taken before any raise, into the
+// one CMD gets after the raise run and doctor make of their own limit
+// (rlimit.Raise, predicted by rlimit.Raised): soft to hard, then both to
+// unlimited where the recorded process may raise a hard limit, that is
+// where it holds CAP_SYS_RESOURCE effective in the initial user namespace.
+// A tree that does not record proc/self/status or proc/self/uid_map
+// cannot show that, and the hard limit is kept: predicting unlimited
+// where the raise would be refused would hide a failure. It returns the
+// limit as found when the prediction changes it, else nil.
+func simulateRaise(c *credFacts) *Rlimit {
+	if c.memlockErr != nil {
+		return nil
+	}
+	before := c.memlock
+	sysResource := c.statusErr == nil && caps.Has(c.status.Eff, capSysResource)
+	initNS := c.usernsErr == nil && !c.userns
+	after := rlimit.Raised(rlimit.Limit(before), rlimit.HardRaisePermitted(sysResource, initNS))
+	if Rlimit(after) == before {
+		return nil
+	}
+	c.memlock = Rlimit(after)
+	switch {
+	case after.Hard != before.Hard:
+		c.raise = "simulated: ncclrun run raises the soft and the hard limit to unlimited (the snapshot holds CAP_SYS_RESOURCE in the initial user namespace)"
+	case before.Hard == Unlimited:
+		c.raise = "simulated: ncclrun run raises the soft limit to the hard limit"
+	default:
+		c.raise = "simulated: ncclrun run raises the soft limit to the hard limit; the hard limit stays, " + hardKept(c, sysResource)
+	}
+	return &before
+}
+
+// hardKept says why simulateRaise keeps a finite hard limit.
+func hardKept(c *credFacts, sysResource bool) string {
+	switch {
+	case c.statusErr != nil:
+		return "as the snapshot's capabilities are unknown"
+	case !sysResource:
+		return "as raising it needs CAP_SYS_RESOURCE"
+	case c.usernsErr != nil:
+		return "as the snapshot does not show whether CAP_SYS_RESOURCE is in the initial user namespace (no readable proc/self/uid_map)"
+	default:
+		return "as CAP_SYS_RESOURCE in a user namespace does not raise it"
+	}
 }
 
 func gatherCreds(s sysRoot) credFacts {
@@ -349,8 +396,8 @@ func checkMemlock(s sysRoot, opts Options, c credFacts, p cmdPlan, kind Platform
 	if !v.judged {
 		d["not_judged"] = "no RDMA device"
 	}
-	if c.raiseSimulated {
-		d["raise"] = "simulated: ncclrun run raises the soft limit to the hard limit"
+	if c.raise != "" {
+		d["raise"] = c.raise
 	}
 	if p.limitPlan {
 		d["command_soft"] = rlimitDetail(p.cmd.Memlock.Soft)

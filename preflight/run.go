@@ -48,13 +48,8 @@ func run(ctx context.Context, s sysRoot, opts Options, treeEnvOK bool) Report {
 	rep.Checks = append(rep.Checks, envRes)
 
 	creds := gatherCreds(s)
-	if !s.live && opts.MemlockBefore == nil && creds.memlockErr == nil && creds.memlock.Soft != creds.memlock.Hard {
-		// A snapshot was taken before any raise: report what CMD gets
-		// after the soft-to-hard raise that run performs (row 4).
-		before := creds.memlock
-		opts.MemlockBefore = &before
-		creds.memlock.Soft = creds.memlock.Hard
-		creds.raiseSimulated = true
+	if !s.live && opts.MemlockBefore == nil {
+		opts.MemlockBefore = simulateRaise(&creds)
 	}
 	plan := planCommand(s, creds, opts.Plan, kind)
 	rep.Command = plan.cmd

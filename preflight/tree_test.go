@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -91,6 +92,7 @@ func TestTrees(t *testing.T) {
 		{tree: "docker-root", kind: "docker", statuses: all(map[string]Status{IDMemlock: Fail, IDCapabilities: Warn, IDShm: Skip, IDRDMA: Skip, IDGPU: Skip, IDGPUDirect: Skip}), rule: ruleRootNoIPCLock, via: "none", min: DefaultMinMemlock},
 		{tree: "slurm", env: []string{"SLURM_JOB_ID=42", "SLURM_PROCID=0"}, kind: "slurm", statuses: all(map[string]Status{IDRDMA: Skip, IDGPUDirect: Skip}), rule: ruleUnlimited, via: "none"},
 		{tree: "userns", kind: "docker", statuses: all(map[string]Status{IDMemlock: Fail, IDCapabilities: Warn, IDShm: Skip, IDRDMA: Skip, IDGPU: Skip, IDGPUDirect: Skip}), rule: ruleUserNS, via: "none", min: DefaultMinMemlock},
+		{tree: "vm-root", kind: "host", statuses: all(map[string]Status{IDShm: Skip, IDGPU: Skip, IDGPUDirect: Skip}), rule: ruleUnlimited, via: "inherited"},
 		{tree: "nnp", kind: "kubernetes", statuses: all(map[string]Status{IDMemlock: Fail, IDCapabilities: Warn, IDShm: Skip, IDRDMA: Skip, IDGPU: Skip, IDGPUDirect: Skip}), rule: ruleK8sTrap, via: "none", min: DefaultMinMemlock},
 		{tree: "garbled", kind: "host", statuses: map[string]Status{IDEnvironment: OK, IDMemlock: Warn, IDCapabilities: Warn, IDRDMA: Fail, IDShm: Warn, IDGPU: OK, IDGPUDirect: Warn, IDNetwork: Fail, IDEnvSanity: OK}, rule: ruleUnknown, via: "none"},
 	}
@@ -186,6 +188,18 @@ func TestTreeResults(t *testing.T) {
 		assert.Equal(t, int64(65536), got.Details["soft_before"])
 		assert.Equal(t, Unlimited, got.Details["soft"])
 		assert.Equal(t, Unlimited, got.Details["hard_before"])
+	})
+	t.Run("vm-root hard raise simulated", func(t *testing.T) {
+		// Root with CAP_SYS_RESOURCE in the initial user namespace: the
+		// live raise lifts the hard limit too, and so does the prediction.
+		r := Run(context.Background(), Options{Root: "testdata/vm-root", Env: []string{}})
+		got, _ := r.Check(IDMemlock)
+		assert.Equal(t, OK, got.Status)
+		assert.Equal(t, "RLIMIT_MEMLOCK is unlimited (soft=hard): NCCL can register memory (raised from 8 MiB (soft=hard))", got.Summary)
+		assert.Equal(t, map[string]any{"soft": Unlimited, "hard": Unlimited, "soft_before": int64(8 << 20), "hard_before": int64(8 << 20),
+			"min_bytes": DefaultMinMemlock, "rule": ruleUnlimited,
+			"raise": "simulated: ncclrun run raises the soft and the hard limit to unlimited (the snapshot holds CAP_SYS_RESOURCE in the initial user namespace)"}, got.Details)
+		assert.Equal(t, Rlimit{Unlimited, Unlimited}, r.Command.Memlock)
 	})
 	t.Run("nnp mentions no_new_privs", func(t *testing.T) {
 		r := Run(context.Background(), Options{Root: "testdata/nnp", Env: []string{}, MinMemlock: DefaultMinMemlock})
@@ -393,4 +407,71 @@ func TestUnreadableLimitsAreNull(t *testing.T) {
 		}
 	}
 	assert.Equal(t, 2, seen)
+}
+
+// TestRaisePrediction covers what doctor --root predicts of the raise run
+// makes (rlimit.Raised) on variants of the vm-root snapshot: the hard
+// limit is lifted only where the tree shows CAP_SYS_RESOURCE effective in
+// the initial user namespace.
+func TestRaisePrediction(t *testing.T) {
+	limits, err := os.ReadFile("testdata/vm-root/proc/self/limits")
+	require.NoError(t, err)
+	status, err := os.ReadFile("testdata/vm-root/proc/self/status")
+	require.NoError(t, err)
+	const mib8 = int64(8 << 20)
+	withLimit := func(soft, hard string) string {
+		return strings.Replace(string(limits), "Max locked memory         8388608 8388608", "Max locked memory         "+soft+" "+hard, 1)
+	}
+	noSysResource := strings.Replace(string(status), "CapEff:\t000001ffffffffff", "CapEff:\t000001fffeffffff", 1)
+	const userns = "         0     100000      65536\n"
+	cases := []struct {
+		name   string
+		files  map[string]string
+		remove string
+		before Rlimit
+		after  Rlimit
+		raise  string // the "raise" detail; "" absent
+	}{
+		{name: "as recorded", before: Rlimit{mib8, mib8}, after: Rlimit{Unlimited, Unlimited},
+			raise: "simulated: ncclrun run raises the soft and the hard limit to unlimited (the snapshot holds CAP_SYS_RESOURCE in the initial user namespace)"},
+		{name: "soft below hard", files: map[string]string{"proc/self/limits": withLimit("65536", "8388608")},
+			before: Rlimit{65536, mib8}, after: Rlimit{Unlimited, Unlimited},
+			raise: "simulated: ncclrun run raises the soft and the hard limit to unlimited (the snapshot holds CAP_SYS_RESOURCE in the initial user namespace)"},
+		{name: "no CAP_SYS_RESOURCE", files: map[string]string{"proc/self/status": noSysResource},
+			before: Rlimit{mib8, mib8}, after: Rlimit{mib8, mib8}},
+		{name: "no CAP_SYS_RESOURCE, soft below hard", files: map[string]string{"proc/self/status": noSysResource, "proc/self/limits": withLimit("65536", "8388608")},
+			before: Rlimit{65536, mib8}, after: Rlimit{mib8, mib8},
+			raise: "simulated: ncclrun run raises the soft limit to the hard limit; the hard limit stays, as raising it needs CAP_SYS_RESOURCE"},
+		{name: "user namespace", files: map[string]string{"proc/self/uid_map": userns, "proc/self/limits": withLimit("65536", "8388608")},
+			before: Rlimit{65536, mib8}, after: Rlimit{mib8, mib8},
+			raise: "simulated: ncclrun run raises the soft limit to the hard limit; the hard limit stays, as CAP_SYS_RESOURCE in a user namespace does not raise it"},
+		{name: "user namespace, soft=hard", files: map[string]string{"proc/self/uid_map": userns},
+			before: Rlimit{mib8, mib8}, after: Rlimit{mib8, mib8}},
+		{name: "uid_map not recorded", remove: "proc/self/uid_map", files: map[string]string{"proc/self/limits": withLimit("65536", "8388608")},
+			before: Rlimit{65536, mib8}, after: Rlimit{mib8, mib8},
+			raise: "simulated: ncclrun run raises the soft limit to the hard limit; the hard limit stays, as the snapshot does not show whether CAP_SYS_RESOURCE is in the initial user namespace (no readable proc/self/uid_map)"},
+		{name: "status not recorded", remove: "proc/self/status", files: map[string]string{"proc/self/limits": withLimit("65536", "8388608")},
+			before: Rlimit{65536, mib8}, after: Rlimit{mib8, mib8},
+			raise: "simulated: ncclrun run raises the soft limit to the hard limit; the hard limit stays, as the snapshot's capabilities are unknown"},
+		{name: "hard unlimited needs no capability", files: map[string]string{"proc/self/status": noSysResource, "proc/self/limits": withLimit("65536", "unlimited")},
+			before: Rlimit{65536, Unlimited}, after: Rlimit{Unlimited, Unlimited},
+			raise: "simulated: ncclrun run raises the soft limit to the hard limit"},
+		{name: "unlimited already", files: map[string]string{"proc/self/limits": withLimit("unlimited", "unlimited")},
+			before: Rlimit{Unlimited, Unlimited}, after: Rlimit{Unlimited, Unlimited}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			root := overlay(t, "vm-root", tc.files)
+			if tc.remove != "" {
+				require.NoError(t, os.Remove(filepath.Join(root, tc.remove)))
+			}
+			r := Run(context.Background(), Options{Root: root, Env: []string{}})
+			got, _ := r.Check(IDMemlock)
+			assert.Equal(t, tc.before, Rlimit{got.Details["soft_before"].(int64), got.Details["hard_before"].(int64)}, "before")
+			assert.Equal(t, tc.after, Rlimit{got.Details["soft"].(int64), got.Details["hard"].(int64)}, "after")
+			assert.Equal(t, tc.after, r.Command.Memlock, "CMD's limit")
+			raise, _ := got.Details["raise"].(string)
+			assert.Equal(t, tc.raise, raise)
+		})
+	}
 }

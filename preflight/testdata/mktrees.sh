@@ -100,7 +100,7 @@ NDR="400 Gb/sec (4X NDR)"
 ACTIVE="4: ACTIVE"
 LINKUP="5: LinkUp"
 
-rm -rf ib-node roce-node port-down missing-uverbs shm-64m no-peermem k8s-trap docker-root slurm userns nnp garbled k8s-cgroup-only k8s-kubelet-mounts
+rm -rf ib-node roce-node port-down missing-uverbs shm-64m no-peermem k8s-trap docker-root slurm userns nnp vm-root garbled k8s-cgroup-only k8s-kubelet-mounts
 
 # ib-node: bare-metal root, memlock unlimited, 4 NDR HCAs, peermem, 8 GPUs.
 t=ib-node
@@ -192,6 +192,16 @@ proc $t 0 $ZERO $FULL $FULL $FULL $ZERO 0 8388608 8388608 "         0     100000
 shm $t 65536k
 w $t/.dockerenv ""
 common $t 6.8.0-49-generic
+
+# vm-root: root on a VM with every capability (CAP_SYS_RESOURCE among them) and
+# the distribution's 8 MiB memlock, Soft-RoCE, no GPU: ncclrun raises the hard
+# limit too, so CMD gets unlimited.
+t=vm-root
+proc $t 0 $ZERO $FULL $FULL $FULL $ZERO 0 8388608 8388608 "$IDMAP"
+shm $t 1g
+ibdev $t rxe0 0 Ethernet "10 Gb/sec (1X QDR)" "$ACTIVE" "$LINKUP" yes
+w $t/dev/infiniband/rdma_cm ""
+common $t 6.12.57+deb13-amd64
 
 # nnp: uid 1000, allowPrivilegeEscalation false, IPC_LOCK in bounding only.
 t=nnp
