@@ -15,20 +15,17 @@ import (
 // cannot be read or the soft raise fails.
 func RaiseMemlock() (MemlockChange, error) {
 	var mc MemlockChange
-	before, err := getMemlock()
+	before, err := rlimit.Get(rlimit.Memlock)
 	if err != nil {
 		return mc, err
 	}
-	mc.Before, mc.After = before, before
-	if before[0] != before[1] {
-		if err := setMemlock([2]int64{before[1], before[1]}); err != nil {
-			return mc, fmt.Errorf("raise soft RLIMIT_MEMLOCK to hard: %w", err)
-		}
+	mc.Before, mc.After = [2]int64{before.Soft, before.Hard}, [2]int64{before.Soft, before.Hard}
+	_, mc.HardErr, err = rlimit.Raise(before, func(l rlimit.Limit) error { return rlimit.Set(rlimit.Memlock, l) })
+	if err != nil {
+		return mc, fmt.Errorf("RLIMIT_MEMLOCK: %w", err)
 	}
-	if before[1] != -1 {
-		if err := setMemlock([2]int64{-1, -1}); err != nil {
-			mc.HardErr = fmt.Errorf("raise hard RLIMIT_MEMLOCK to unlimited: %w", err)
-		}
+	if mc.HardErr != nil {
+		mc.HardErr = fmt.Errorf("RLIMIT_MEMLOCK: %w", mc.HardErr)
 	}
 	mc.After, err = getMemlock()
 	return mc, err
@@ -37,10 +34,6 @@ func RaiseMemlock() (MemlockChange, error) {
 func getMemlock() ([2]int64, error) {
 	l, err := rlimit.Get(rlimit.Memlock)
 	return [2]int64{l.Soft, l.Hard}, err
-}
-
-func setMemlock(v [2]int64) error {
-	return rlimit.Set(rlimit.Memlock, rlimit.Limit{Soft: v[0], Hard: v[1]})
 }
 
 // checkMemlock refuses, before anything is forked, a memlock limit for the
@@ -71,4 +64,8 @@ func rlimString(v int64) string {
 		return "unlimited"
 	}
 	return fmt.Sprintf("%d bytes", v)
+}
+
+func setMemlock(v [2]int64) error {
+	return rlimit.Set(rlimit.Memlock, rlimit.Limit{Soft: v[0], Hard: v[1]})
 }
