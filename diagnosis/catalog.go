@@ -195,6 +195,21 @@ type Pattern struct {
 	// When names facts (WhenRDMAUsable, WhenPeermemLoaded, WhenNoPeermem)
 	// without which the pattern is ignored.
 	When string `json:"when,omitempty"`
+	// Benign marks a line that healthy jobs print (a missing libibverbs
+	// on a node without RDMA, no device found, the socket fallback of a
+	// single-host job): it claims the line (no lower pattern counts it)
+	// but is no diagnosis by itself. It counts only while one of Needs
+	// holds; a benign pattern without Needs never counts.
+	Benign bool `json:"benign,omitempty"`
+	// Needs are the conditions under which a Benign pattern counts, any
+	// one of them enough: each is a fact name of When (WhenRDMAUsable,
+	// ...) or a marker name, or several of them joined by "+", all of
+	// which must hold ("socket-interface/multi-node+socket-fallback").
+	// A fact holds only for a line of this host (Facts.Host).
+	Needs []string `json:"needs,omitempty"`
+	// Title overrides the entry's title for diagnoses first seen through
+	// this pattern: the headline names whoever failed (Gloo, not NCCL).
+	Title string `json:"title,omitempty"`
 	// Priority, Certainty, How, Cause and Fix override the entry's when set;
 	// Note is appended to the entry's cause.
 	Priority  int    `json:"priority,omitempty"`
@@ -295,6 +310,8 @@ type cpattern struct {
 	certainWith  int // global index of the marker, -1 none
 	suppressedBy []int
 	after        map[string]bool // entry's After plus the pattern's
+	needs        []needTerm      // Needs resolved (needsHold)
+	peerGroup    int             // index of the "peer" group in re, -1 none (or not compiled yet)
 	grams        []uint32        // one gram per literal (gram.go)
 	gramsOK      bool            // false: a literal is shorter than a gram
 }
@@ -483,6 +500,9 @@ func newCatalog(entries []Entry, lazy bool) (*Catalog, error) {
 		if cp.certainWith, err = c.markerIndex(cp, cp.CertainWith); err != nil {
 			return nil, err
 		}
+		if cp.needs, err = c.needTerms(cp); err != nil {
+			return nil, err
+		}
 		for _, name := range cp.SuppressedBy {
 			i, err := c.markerIndex(cp, name)
 			if err != nil {
@@ -575,6 +595,9 @@ func compilePattern(ce *centry, p Pattern, lazy bool) (*cpattern, error) {
 	default:
 		return nil, fmt.Errorf("%w: %s: unknown when %q", ErrCatalog, where, p.When)
 	}
+	if len(p.Needs) > 0 && !p.Benign {
+		return nil, fmt.Errorf("%w: %s: needs without benign", ErrCatalog, where)
+	}
 	if !lazy {
 		if err := cp.ready(); err != nil {
 			return nil, err
@@ -619,6 +642,7 @@ func (p *cpattern) compileRegexps() error {
 		return fmt.Errorf("%w: %s: %q: %w", ErrCatalog, where, p.Re, err)
 	}
 	p.re, p.rePre, p.reEnd, p.branches = re, literalPrefix(re), endBytes(t), branches
+	p.peerGroup = re.SubexpIndex("peer")
 	for _, n := range p.Not {
 		nre, err := regexp.Compile(n)
 		if err != nil {
@@ -680,6 +704,38 @@ func (c *Catalog) markerIndex(cp *cpattern, name string) (int, error) {
 		return -1, fmt.Errorf("%w: entry %q pattern %q: %q is not a marker of entry %q", ErrCatalog, cp.entry.ID, cp.Name, short, ce.ID)
 	}
 	return i, nil
+}
+
+// needTerm is one element of Pattern.Needs: facts and markers that must
+// all hold.
+type needTerm struct {
+	facts   []string
+	markers []int
+}
+
+// needTerms resolves cp's Needs: each "+"-joined part is a When fact or
+// a marker name (markerIndex).
+func (c *Catalog) needTerms(cp *cpattern) ([]needTerm, error) {
+	var ts []needTerm
+	for _, n := range cp.Needs {
+		var t needTerm
+		for _, part := range strings.Split(n, "+") {
+			switch part {
+			case WhenRDMAUsable, WhenPeermemLoaded, WhenNoPeermem:
+				t.facts = append(t.facts, part)
+				continue
+			case "":
+				return nil, fmt.Errorf("%w: entry %q pattern %q: empty need in %q", ErrCatalog, cp.entry.ID, cp.Name, n)
+			}
+			i, err := c.markerIndex(cp, part)
+			if err != nil {
+				return nil, err
+			}
+			t.markers = append(t.markers, i)
+		}
+		ts = append(ts, t)
+	}
+	return ts, nil
 }
 
 // checkSuppressionCycles rejects markers that suppress themselves through

@@ -52,7 +52,10 @@ type Matcher struct {
 	host   string
 	states map[string]*state
 	order  []*state
-	room   room // what the states may still remember together (count.go)
+	// exc is the first exception a program raised that no catalog
+	// pattern claimed (exception.go).
+	exc  *exception
+	room room // what the states may still remember together (count.go)
 }
 
 // NewMatcher returns a matcher over the shipped catalog (DefaultCatalog).
@@ -118,13 +121,20 @@ func (m *Matcher) feedAll(line []byte, hit bool) []Diagnosis {
 			}
 		}
 	}
+	followed := fromMemo && e.sum
 	if !fromMemo {
 		cand = m.candidates(line)
+		followed = m.sawSummary
 		if e != nil {
 			e.store(line, cand, m.sawSummary)
 		}
 	}
 	if len(cand) == 0 || (!m.nofilter && m.onlySeenMarkers(cand)) {
+		if followed {
+			m.mu.Lock()
+			m.noteException(trimEOL(line))
+			m.mu.Unlock()
+		}
 		return nil
 	}
 	line = trimEOL(line)
@@ -152,13 +162,17 @@ func (m *Matcher) feedAll(line []byte, hit bool) []Diagnosis {
 		m.filter = buildGramFilter(m.cat.pats, func(i int) bool { return !m.cat.pats[i].Marker || !m.markers[i] })
 	}
 	var touched *state
+	local := m.isLocal(line)
 	for k, pi := range cand {
 		p := m.cat.pats[pi]
-		if p.Marker || !m.factsAllow(p) || !e.matches(k, p, line) {
+		if p.Marker || !m.factsAllow(p, local) || !e.matches(k, p, line) {
 			continue
 		}
-		touched = m.record(p, line, e)
+		touched = m.record(p, line, e, local)
 		break
+	}
+	if followed && touched == nil {
+		m.noteException(line)
 	}
 	var fresh []*state
 	if touched != nil && !touched.announced && m.isActive(touched) {

@@ -129,9 +129,13 @@ func TestRanking(t *testing.T) {
 			"n1:10:11 [0] proxy.cc:1326 NCCL WARN [Proxy Service 3] Failed to execute operation Connect from rank 3, retcode 6",
 			"[WARNING] Sending process 4242 closing signal SIGTERM",
 			"torch.distributed.elastic.multiprocessing.errors.ChildFailedError:",
-		}, []string{"shm"}},
-		{"only knock-on visible: generic", []string{
+		}, []string{"shm", "peer-lost"}},
+		{"only knock-on visible: the lost peer", []string{
 			"n1:10:11 [0] misc/socket.cc:50 NCCL WARN socketProgress: Connection closed by remote peer n2<45678>",
+			"RuntimeError: NCCL Error 6: remote process exited or there was a network error",
+		}, []string{"peer-lost"}},
+		{"only a remote error, no peer named as closing: generic", []string{
+			"n1:10:11 [0] misc/socket.cc:50 NCCL WARN socketProgressOpt: Call to recv from 10.0.0.2<40000> failed : Connection reset by peer",
 			"RuntimeError: NCCL Error 6: remote process exited or there was a network error",
 		}, []string{"nccl-error"}},
 		{"no device then no NET plugin: device first", []string{

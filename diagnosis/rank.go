@@ -19,6 +19,9 @@ func (m *Matcher) markerOn(i int) bool {
 }
 
 func (m *Matcher) sightActive(s sight) bool {
+	if s.p.Benign && !m.needsHold(s) {
+		return false
+	}
 	if s.p.requires >= 0 && !m.markerOn(s.p.requires) {
 		return false
 	}
@@ -151,13 +154,26 @@ func (m *Matcher) Diagnoses() []Diagnosis {
 		return nil
 	}
 	out := make([]Diagnosis, len(rs))
+	// A program's exception seen before the top cause, when that cause is
+	// only a consequence (a lost peer, a timeout, the generic error), is
+	// the first failure (exception.go).
+	top := rs[0].st.ce
+	excFirst := m.exc != nil && (top.KnockOn || top.Generic) && m.exc.seq < rs[0].seq
 	for i, r := range rs {
 		out[i] = m.snapshot(r.st)
-		if r.tier == 1 && i > 0 {
-			// A watchdog timeout or an OOM after a specific failure: say so
-			// (the entry's knock_on_note), or its own advice ("an
-			// application stall") misleads.
-			if note, ok := expand(r.st.ce.KnockOnNote, map[string]string{"failure": out[0].ID}); ok && note != "" {
+		ce := r.st.ce
+		switch {
+		case excFirst && (ce.KnockOn || ce.Generic):
+			out[i].KnockOnOf = KnockOnException
+		case i > 0 && ce.KnockOn && !top.KnockOn && !top.Generic:
+			// A lost peer, a watchdog timeout or an OOM after a specific
+			// failure: say so (the entry's knock_on_note), or its own
+			// advice ("an application stall") misleads.
+			out[i].KnockOnOf = out[0].ID
+			if r.tier != 1 {
+				break // seen before it: the note says "after"
+			}
+			if note, ok := expand(ce.KnockOnNote, map[string]string{"failure": out[0].ID}); ok && note != "" {
 				out[i].Cause = note + " " + out[i].Cause
 			}
 		}
