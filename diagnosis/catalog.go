@@ -196,10 +196,11 @@ type Pattern struct {
 	// without which the pattern is ignored.
 	When string `json:"when,omitempty"`
 	// Benign marks a line that healthy jobs print (a missing libibverbs
-	// on a node without RDMA, no device found, the socket fallback of a
-	// single-host job): it claims the line (no lower pattern counts it)
-	// but is no diagnosis by itself. It counts only while one of Needs
-	// holds; a benign pattern without Needs never counts.
+	// on a node without RDMA, no device found, a tcp provider): unless one
+	// of Needs holds, a cause seen only through such lines ranks after
+	// every failure, the generic nccl-error included, and run prints it
+	// only at exit (Feed does not return it). Alone in a log it is still
+	// reported, as the observation it is.
 	Benign bool `json:"benign,omitempty"`
 	// Needs are the conditions under which a Benign pattern counts, any
 	// one of them enough: each is a fact name of When (WhenRDMAUsable,

@@ -190,6 +190,11 @@ func (m *Matcher) record(p *cpattern, line []byte, e *memo, local bool) *state {
 			if pl.Host != "" {
 				proc.host = hashString(pl.Host)
 			}
+		} else if r, ok := rankTag(line); ok {
+			// torchrun's "[rank1]:" (mpirun's "[1,1]<stderr>:"): that
+			// rank's process, so two ranks' identical exceptions count two
+			// even when their lines interleave.
+			proc = procID{host: rankHost, pid: int64(r)}
 		}
 		m.addBare(st, line, proc)
 		if pl.Host != "" {

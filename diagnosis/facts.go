@@ -96,9 +96,16 @@ func (m *Matcher) snapshot(st *state) Diagnosis {
 		d.Hosts = append(d.Hosts, h)
 	}
 	sort.Strings(d.Hosts)
-	if m.facts.Known && m.facts.Host != "" && !local && ce.Facts != "" && len(d.Hosts) > 0 {
-		d.Cause += fmt.Sprintf(" Seen on %s, not on this host (%s): what ncclrun saw here does not apply there; check it on %s.",
-			strings.Join(d.Hosts, ", "), m.facts.Host, d.Hosts[0])
+	if m.facts.Known && m.facts.Host != "" && !local && len(d.Hosts) > 0 {
+		// Another host's failure: the catalog's "this host" is that one.
+		there := "the host that printed it (" + strings.Join(d.Hosts, ", ") + ")"
+		d.Cause = strings.ReplaceAll(d.Cause, "this host", there)
+		d.Fix = strings.ReplaceAll(d.Fix, "this host", there)
+		d.How = strings.ReplaceAll(d.How, "this host", there)
+		if ce.Facts != "" {
+			d.Cause += fmt.Sprintf(" Seen on %s, not where ncclrun runs (%s): what preflight saw there does not apply; check it on %s.",
+				strings.Join(d.Hosts, ", "), m.facts.Host, d.Hosts[0])
+		}
 	}
 	if len(st.peers) > 0 {
 		d.Peers = append([]string(nil), st.peers...)

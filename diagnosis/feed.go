@@ -175,13 +175,13 @@ func (m *Matcher) feedAll(line []byte, hit bool) []Diagnosis {
 		m.noteException(line)
 	}
 	var fresh []*state
-	if touched != nil && !touched.announced && m.isActive(touched) {
+	if touched != nil && !touched.announced && m.isActive(touched) && !m.benignOnly(touched) {
 		touched.announced = true
 		fresh = append(fresh, touched)
 	}
 	if markerHit {
 		for _, st := range m.order {
-			if !st.announced && m.isActive(st) {
+			if !st.announced && m.isActive(st) && !m.benignOnly(st) {
 				st.announced = true
 				fresh = append(fresh, st)
 			}

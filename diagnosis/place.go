@@ -20,6 +20,32 @@ var (
 	stampRe = lazyRe(`\b(\d{4}-\d\d-\d\d[ T_]\d\d:\d\d:\d\d(?:[.,]\d+)?)`)
 )
 
+// rankHost stands for the host of a process known by its launcher's rank
+// tag only (procID).
+var rankHost = hashString("\x00rank")
+
+// rankTag returns the rank of a line's launcher tag near its start.
+func rankTag(line []byte) (int, bool) {
+	line = bytes.TrimLeft(line, " \t\r")
+	if len(line) > 96 {
+		line = line[:96]
+	}
+	if bytes.IndexByte(line, '[') < 0 {
+		return 0, false
+	}
+	m := rankTagRe().FindSubmatch(line)
+	if m == nil {
+		return 0, false
+	}
+	for _, g := range m[1:] {
+		if g != nil {
+			r, err := strconv.Atoi(string(g))
+			return r, err == nil
+		}
+	}
+	return 0, false
+}
+
 // stampWindow is how far into a line a timestamp may start.
 const stampWindow = 64
 

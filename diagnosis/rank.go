@@ -19,9 +19,6 @@ func (m *Matcher) markerOn(i int) bool {
 }
 
 func (m *Matcher) sightActive(s sight) bool {
-	if s.p.Benign && !m.needsHold(s) {
-		return false
-	}
 	if s.p.requires >= 0 && !m.markerOn(s.p.requires) {
 		return false
 	}
@@ -112,6 +109,8 @@ func (m *Matcher) Diagnoses() []Diagnosis {
 		}
 		r := ranked{st: st, pri: m.priority(st), seq: m.firstSeq(st)}
 		switch {
+		case m.benignOnly(st):
+			r.tier = 3
 		case st.ce.Generic:
 			r.tier = 2
 		case st.ce.KnockOn && m.specificBefore(r.seq):
@@ -179,6 +178,24 @@ func (m *Matcher) Diagnoses() []Diagnosis {
 		}
 	}
 	return out
+}
+
+// benignOnly reports whether st was seen only through benign patterns
+// whose needs do not hold (Pattern.Benign): lines healthy jobs print,
+// which rank after every failure, the generic one included, and which
+// run prints only at exit.
+func (m *Matcher) benignOnly(st *state) bool {
+	any := false
+	for _, s := range st.sights {
+		if !m.sightActive(s) {
+			continue
+		}
+		if !s.p.Benign || m.needsHold(s) {
+			return false
+		}
+		any = true
+	}
+	return any
 }
 
 // specificBefore reports whether a non-generic, non-knock-on cause was
