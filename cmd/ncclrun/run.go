@@ -34,6 +34,7 @@ type runReport struct {
 	Preflight     preflight.Report      `json:"preflight"`
 	EnvAdded      map[string]envEntry   `json:"env_added"`
 	Diagnoses     []diagnosis.Diagnosis `json:"diagnoses"`
+	FirstFailure  *diagnosis.Failure    `json:"first_failure,omitempty"`
 	ExitCode      int                   `json:"exit_code"`
 	Signal        *string               `json:"signal"`
 	TorchrunError *torchrunError        `json:"torchrun_error,omitempty"`
@@ -377,7 +378,8 @@ type outcome struct {
 	res     launcher.Result
 	sigName string // the signal that killed CMD, "" when it exited
 	ds      []diagnosis.Diagnosis
-	printed map[string]bool // the ids of ds printed while CMD ran
+	first   *diagnosis.Failure // the first failure (Matcher.FirstFailure)
+	printed map[string]bool    // the ids of ds printed while CMD ran
 	te      *torchrunError
 }
 
@@ -409,7 +411,7 @@ func collect(e *env, j runJob, p childPlan, w *watch, res launcher.Result, term 
 		}, term)
 	}
 	if w.m != nil {
-		out.ds = w.m.Diagnoses()
+		out.ds, out.first = w.m.Diagnoses(), w.m.FirstFailure()
 	}
 	out.printed = w.printed
 	w.mu.Unlock()
@@ -443,7 +445,7 @@ func reportOutcome(e *env, j runJob, rep preflight.Report, p childPlan, out outc
 		}
 	}
 	if !s.quiet && len(ds) > 0 {
-		_, _ = e.stderr.Write(summaryMessage(ds, res.ExitCode, out.sigName))
+		_, _ = e.stderr.Write(summaryMessage(ds, out.first, res.ExitCode, out.sigName))
 		if !rep.Failed() && rep.Any(preflight.Warn) {
 			fprintf(e.stderr, "ncclrun: preflight warned before the start:\n")
 			printChecks(e.stderr, rep, preflight.Warn)
@@ -456,7 +458,7 @@ func reportOutcome(e *env, j runJob, rep preflight.Report, p childPlan, out outc
 	}
 	if s.report != "" {
 		rr := runReport{
-			Preflight: rep, EnvAdded: envMap(p.added), Diagnoses: nonNil(ds),
+			Preflight: rep, EnvAdded: envMap(p.added), Diagnoses: nonNil(ds), FirstFailure: out.first,
 			ExitCode: res.ExitCode, TorchrunError: out.te,
 			TapDropped: res.TapDropped, TapShed: res.TapShed, TapLost: res.TapLost, TapUnread: res.TapUnread,
 			Command: append([]string{j.path}, p.cfg.Args...), Version: version,
@@ -469,7 +471,7 @@ func reportOutcome(e *env, j runJob, rep preflight.Report, p childPlan, out outc
 		}
 	}
 	if tl := p.termLog; tl != "" && (len(ds) > 0 || res.ExitCode != 0) {
-		msg := terminationText(ds, res.ExitCode, out.sigName, out.te)
+		msg := terminationText(ds, out.first, res.ExitCode, out.sigName, out.te)
 		if err := safefile.WriteFile(tl, []byte(msg), 0o644); err != nil {
 			fprintf(e.stderr, "ncclrun: warning: termination log: %v\n", err)
 		}
@@ -488,10 +490,17 @@ func terminationLogPath(s settings, r preflight.Report) string {
 	return ""
 }
 
-// terminationText is the termination message: the diagnoses, or when none
-// was found, how CMD ended (and torchrun's first failure).
-func terminationText(ds []diagnosis.Diagnosis, code int, sig string, te *torchrunError) string {
+// terminationText is the termination message: the diagnoses, led by the
+// program's exception when that was the first failure and they are its
+// knock-on (whatever torchrun's error file picked: torch orders ranks by
+// whole-second timestamps), or when none was found, how CMD ended (and
+// torchrun's first failure).
+func terminationText(ds []diagnosis.Diagnosis, first *diagnosis.Failure, code int, sig string, te *torchrunError) string {
 	if len(ds) > 0 {
+		if first != nil && first.ID == "" {
+			head := "ncclrun: first failure: " + diagnosis.FailureText(first) + "\n"
+			return truncate(head+diagnosis.TerminationMessage(ds, terminationLimit-len(head)), terminationLimit)
+		}
 		return diagnosis.TerminationMessage(ds, terminationLimit)
 	}
 	var b bytes.Buffer
