@@ -124,6 +124,11 @@ type Entry struct {
 	// before their cause.
 	KnockOn     bool   `json:"knock_on,omitempty"`
 	KnockOnNote string `json:"knock_on_note,omitempty"`
+	// FoldKnockOn leaves a KnockOn cause out of Diagnoses when it ranks
+	// after another cause, whose consequence it is (a lost peer: the peer
+	// that went away is the rank that failed, and that failure is the
+	// diagnosis). Alone, or after a program's exception, it is reported.
+	FoldKnockOn bool `json:"fold_knock_on,omitempty"`
 	// After lists ids this entry ranks after when both were seen (for
 	// every pattern; Pattern.After adds ids for one pattern).
 	After []string `json:"after,omitempty"`
@@ -172,6 +177,11 @@ type Pattern struct {
 	// (NCCL's host:pid:tid prefix, ParseLine) were seen: the job spans
 	// nodes even when NCCL printed no nNodes or channel line yet.
 	MultiHost bool `json:"multi_host,omitempty"`
+	// SingleHost markers are also on once NCCL lines of two processes of
+	// one host were seen before any line of another host: several ranks
+	// on one host and none elsewhere is a single-node job (a MultiHost
+	// marker in its SuppressedBy turns it off when a second host shows).
+	SingleHost bool `json:"single_host,omitempty"`
 	// Requires names a marker that must be on (seen somewhere in the
 	// output, before or after, and not suppressed) for sightings of this
 	// pattern to count. A marker name is a marker of the same entry, or
@@ -197,10 +207,10 @@ type Pattern struct {
 	When string `json:"when,omitempty"`
 	// Benign marks a line that healthy jobs print (a missing libibverbs
 	// on a node without RDMA, no device found, a tcp provider): unless one
-	// of Needs holds, a cause seen only through such lines ranks after
-	// every failure, the generic nccl-error included, and run prints it
-	// only at exit (Feed does not return it). Alone in a log it is still
-	// reported, as the observation it is.
+	// of Needs holds, a cause seen only through such lines is left out of
+	// Diagnoses beside any other cause, the generic nccl-error included,
+	// and run prints it only at exit (Feed does not return it). Alone in
+	// a log it is still reported, as the observation it is.
 	Benign bool `json:"benign,omitempty"`
 	// Needs are the conditions under which a Benign pattern counts, any
 	// one of them enough: each is a fact name of When (WhenRDMAUsable,
@@ -272,8 +282,9 @@ type Catalog struct {
 	// filter holds the grams of every pattern's literals (gram.go): a
 	// line it rejects has no candidate.
 	filter *gramFilter
-	// multiHost are the indices of the MultiHost markers.
-	multiHost []int
+	// multiHost and singleHost are the indices of the MultiHost and
+	// SingleHost markers.
+	multiHost, singleHost []int
 }
 
 // centry is a compiled entry.
@@ -481,6 +492,12 @@ func newCatalog(entries []Entry, lazy bool) (*Catalog, error) {
 				return nil, fmt.Errorf("%w: entry %q pattern %q: multi_host needs marker", ErrCatalog, cp.entry.ID, cp.Name)
 			}
 			c.multiHost = append(c.multiHost, i)
+		}
+		if cp.SingleHost {
+			if !cp.Marker {
+				return nil, fmt.Errorf("%w: entry %q pattern %q: single_host needs marker", ErrCatalog, cp.entry.ID, cp.Name)
+			}
+			c.singleHost = append(c.singleHost, i)
 		}
 	}
 	for _, ce := range c.cents {

@@ -110,6 +110,13 @@ func (m *Matcher) snapshot(st *state) Diagnosis {
 	if len(st.peers) > 0 {
 		d.Peers = append([]string(nil), st.peers...)
 		d.Cause += " Lost: " + strings.Join(d.Peers, ", ") + "."
+		// The failure is on the peer that went away, not on the survivor
+		// that printed it.
+		ff := &Place{Host: peerHost(d.Peers[0])}
+		if d.FirstFailure != nil {
+			ff.Time = d.FirstFailure.Time
+		}
+		d.FirstFailure = ff
 	}
 	return d
 }
@@ -174,4 +181,17 @@ func (m *Matcher) needsHold(s sight) bool {
 		}
 	}
 	return false
+}
+
+// peerHost is a peer address without its port ("10.0.0.1:29500" ->
+// "10.0.0.1"); an IPv6 address stays whole.
+func peerHost(peer string) string {
+	if strings.Count(peer, ":") != 1 {
+		return peer
+	}
+	h, port, _ := strings.Cut(peer, ":")
+	if port == "" || strings.Trim(port, "0123456789") != "" {
+		return peer
+	}
+	return h
 }

@@ -69,13 +69,11 @@ func TestKnockOnOf(t *testing.T) {
 	m := NewMatcher(Facts{})
 	require.NoError(t, FeedReader(m, strings.NewReader(log)))
 	ds := m.Diagnoses()
-	require.Equal(t, []string{"shm", "peer-lost", "collective-timeout"}, ids(ds))
+	require.Equal(t, []string{"shm", "collective-timeout"}, ids(ds), "the lost peer is the shm failure's rank")
 	assert.Empty(t, ds[0].KnockOnOf)
 	assert.Equal(t, "shm", ds[1].KnockOnOf)
-	assert.Equal(t, "shm", ds[2].KnockOnOf)
 	assert.Equal(t, &Place{Host: "n2", Time: "2025-06-01 10:00:03"}, ds[0].FirstFailure)
-	assert.Equal(t, &Place{Host: "n1"}, ds[1].FirstFailure)
-	assert.Equal(t, &Place{Rank: rankp(3)}, ds[2].FirstFailure)
+	assert.Equal(t, &Place{Rank: rankp(3)}, ds[1].FirstFailure)
 	f := m.FirstFailure()
 	require.NotNil(t, f)
 	assert.Equal(t, "shm", f.ID)
@@ -124,7 +122,7 @@ func TestExceptionFirstFailure(t *testing.T) {
 	require.Equal(t, []string{"peer-lost"}, ids(ds))
 	assert.Empty(t, ds[0].KnockOnOf)
 	assert.Equal(t, "peer-lost", m.FirstFailure().ID)
-	assert.Equal(t, rankp(1), m.FirstFailure().Rank)
+	assert.Equal(t, "127.0.0.1", m.FirstFailure().Host, "the peer that went away")
 }
 
 // TestRankTagCount: a generic NCCL error raised by both ranks of a
@@ -201,14 +199,14 @@ func TestGlooTitle(t *testing.T) {
 }
 
 // TestBenignFeed: a harmless line is not announced while the command
-// runs (Feed), and ranks after the failure at exit.
+// runs (Feed), and gives way to the failure at exit.
 func TestBenignFeed(t *testing.T) {
 	m := NewMatcher(Facts{})
 	assert.Nil(t, m.Feed([]byte("n1:10:11 [0] NCCL INFO Failed to open libibverbs.so[.1]")))
 	d := m.Feed([]byte("n1:10:11 [0] enqueue.cc:1 NCCL WARN something nobody has seen before"))
 	require.NotNil(t, d)
 	assert.Equal(t, "nccl-error", d.ID)
-	assert.Equal(t, []string{"nccl-error", "ibverbs-library"}, ids(m.Diagnoses()))
+	assert.Equal(t, []string{"nccl-error"}, ids(m.Diagnoses()))
 	// Alone it is still the observation it is.
 	assert.Equal(t, []string{"ibverbs-library"}, ids(explainString(t, "NCCL INFO Failed to open libibverbs.so[.1]\n", Facts{})))
 	// With usable RDMA ports here, it is a failure of its own.
@@ -216,4 +214,38 @@ func TestBenignFeed(t *testing.T) {
 	d = m.Feed([]byte("n1:10:11 [0] NCCL INFO Failed to open libibverbs.so[.1]"))
 	require.NotNil(t, d)
 	assert.Equal(t, "ibverbs-library", d.ID)
+}
+
+// TestFoldedPeerLost: a lost peer after a cause of its own is that
+// cause's consequence and not listed; the first failure of a vanished
+// node is the peer, as the survivor's line names it.
+func TestFoldedPeerLost(t *testing.T) {
+	ds := explainString(t, strings.Join([]string{
+		"[2025-06-01 10:00:03] n2:20:21 [0] misc/shmutils.cc:132 NCCL WARN Error while creating shared memory segment /dev/shm/nccl-x (size 9637888), error: No space left on device (28)",
+		"n1:10:11 [0] misc/socket.cc:538 NCCL WARN socketProgress: Connection closed by remote peer n2<45678>",
+	}, "\n")+"\n", Facts{})
+	assert.Equal(t, []string{"shm"}, ids(ds))
+
+	m := NewMatcher(Facts{})
+	require.NoError(t, FeedReader(m, strings.NewReader("4: RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:598] Connection closed by peer [10.0.0.9]:29500\n")))
+	f := m.FirstFailure()
+	require.NotNil(t, f)
+	assert.Equal(t, Failure{ID: "peer-lost", Place: Place{Host: "10.0.0.9"}, Line: f.Line}, *f)
+	ds = m.Diagnoses()
+	require.Len(t, ds, 1)
+	assert.Equal(t, 1, ds[0].Count)
+}
+
+// TestGenericAfterException: a user kernel's CUDA fault that the
+// watchdog then re-reports as an NCCL error is the program's: nothing.
+func TestGenericAfterException(t *testing.T) {
+	ds := explainString(t, strings.Join([]string{
+		"[rank1]:RuntimeError: CUDA error: an illegal memory access was encountered",
+		"[rank1]:terminate called after throwing an instance of 'c10::DistBackendError'",
+		"[rank1]:  what():  [PG 0 Rank 1] Process group watchdog thread terminated with exception: NCCL error: unhandled cuda error",
+	}, "\n")+"\n", Facts{})
+	assert.Empty(t, ds)
+	// The same generic error without the exception before it stays.
+	ds = explainString(t, "[rank1]:terminate called after throwing an instance of 'c10::DistBackendError'\n", Facts{})
+	assert.Equal(t, []string{"nccl-error"}, ids(ds))
 }

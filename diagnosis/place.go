@@ -11,8 +11,9 @@ import (
 // start.
 var (
 	// rankTagRe: torchrun/PyTorch "[rank3]:", mpirun --tag-output
-	// "[1,3]<stdout>:", torchrun --tee "[default3]:".
-	rankTagRe = lazyRe(`\[rank(\d{1,7})\]:|\[\d+,(\d{1,7})\]<std(?:out|err)>:|\[default(\d{1,7})\]:`)
+	// "[1,3]<stdout>:", torchrun --tee "[default3]:", srun --label "3: "
+	// at the start of the line.
+	rankTagRe = lazyRe(`\[rank(\d{1,7})\]:|\[\d+,(\d{1,7})\]<std(?:out|err)>:|\[default(\d{1,7})\]:|^\s*(\d{1,7}): `)
 	// podTagRe: kubectl logs --prefix "[pod/NAME/CONTAINER]".
 	podTagRe = lazyRe(`^\[pod/([^/\]\s]+)/[^\]\s]*\]`)
 	// stampRe: a date and time near the start of a line (logging, Docker,
