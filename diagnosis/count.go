@@ -232,7 +232,8 @@ func (m *Matcher) sighted(st *state, p *cpattern, line []byte, local bool) *stat
 const maxPeers = 16
 
 // addPeer keeps the peer address p's "peer" group found in line, as
-// "host:port" (NCCL's "host<port>" and Gloo's "[addr]:port" unwrapped).
+// "host:port" (NCCL's "host<port>" and Gloo's "[addr]:port" unwrapped),
+// once per host.
 func (m *Matcher) addPeer(st *state, p *cpattern, line []byte) {
 	sm := p.regexp().FindSubmatchIndex(line)
 	if sm == nil || sm[2*p.peerGroup] < 0 {
@@ -248,8 +249,8 @@ func (m *Matcher) addPeer(st *state, p *cpattern, line []byte) {
 		return
 	}
 	for _, q := range st.peers {
-		if q == peer {
-			return
+		if peerHost(q) == peerHost(peer) {
+			return // one host's connections on many ports are one peer
 		}
 	}
 	st.peers = append(st.peers, peer)
