@@ -249,3 +249,17 @@ func TestGenericAfterException(t *testing.T) {
 	ds = explainString(t, "[rank1]:terminate called after throwing an instance of 'c10::DistBackendError'\n", Facts{})
 	assert.Equal(t, []string{"nccl-error"}, ids(ds))
 }
+
+// TestRemoteCheckAllocationFree: telling this host's raw NCCL lines from
+// another host's costs no allocation.
+func TestRemoteCheckAllocationFree(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts are not exact under the race detector")
+	}
+	m := NewMatcher(Facts{Known: true, Host: "node-a.cluster.local"})
+	local := []byte("node-a:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 8[0] [send] via NET/IB/0/GDRDMA")
+	remote := []byte("node-b:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 8[0] [send] via NET/IB/0/GDRDMA")
+	assert.True(t, m.isLocal(local))
+	assert.False(t, m.isLocal(remote))
+	assert.Zero(t, testing.AllocsPerRun(100, func() { m.isLocal(local); m.isLocal(remote) }))
+}

@@ -138,11 +138,21 @@ func (m *Matcher) isLocal(line []byte) bool {
 	if !m.facts.Known || m.facts.Host == "" {
 		return true
 	}
-	var host string
 	if f, ok := scanPrefixAt0(line); ok {
-		host = string(line[f.hostStart:f.hostEnd])
-	} else if pl := ParseLine(line); pl.Start >= 0 {
-		host = pl.Host
+		// A raw NCCL line (most of them): compared without allocating.
+		return sameHostBytes(line[f.hostStart:f.hostEnd], m.facts.Host)
 	}
-	return host == "" || sameHost(host, m.facts.Host)
+	pl := ParseLine(line)
+	return pl.Start < 0 || pl.Host == "" || sameHost(pl.Host, m.facts.Host)
+}
+
+// sameHostBytes is sameHost for a host NCCL printed (already short).
+func sameHostBytes(lineHost []byte, h string) bool {
+	if i := strings.IndexByte(h, '.'); i >= 0 {
+		h = h[:i]
+	}
+	if i := bytes.IndexByte(lineHost, '.'); i >= 0 {
+		lineHost = lineHost[:i]
+	}
+	return len(lineHost) == len(h) && bytes.EqualFold(lineHost, []byte(h))
 }
