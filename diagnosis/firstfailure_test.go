@@ -263,3 +263,32 @@ func TestRemoteCheckAllocationFree(t *testing.T) {
 	assert.False(t, m.isLocal(remote))
 	assert.Zero(t, testing.AllocsPerRun(100, func() { m.isLocal(local); m.isLocal(remote) }))
 }
+
+// TestOneHostManyRanks: several ranks on one host and none elsewhere is
+// a single-node job, whose socket fallback and libibverbs driver warnings
+// are harmless; a second host makes it multi-node again.
+func TestOneHostManyRanks(t *testing.T) {
+	noDev := func(host string, pid int) string {
+		return host + ":" + itoa(pid) + ":" + itoa(pid) + " [0] NCCL INFO NET/IB : No device found."
+	}
+	const warn = "libibverbs: Warning: couldn't load driver 'libqedr-rdmav34.so': libqedr-rdmav34.so: cannot open shared object file: No such file or directory"
+	tests := []struct {
+		name string
+		log  []string
+		want []string
+	}{
+		{"one process", []string{warn, noDev("ws", 10)}, []string{"ibverbs-library", "rdma-device"}},
+		{"two ranks on one host", []string{warn, noDev("ws", 10), warn, noDev("ws", 11)}, nil},
+		{"a second host", []string{noDev("ws", 10), noDev("ws", 11), noDev("ws2", 12)}, []string{"rdma-device"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := ids(explainString(t, strings.Join(tt.log, "\n")+"\n", Facts{}))
+			if tt.want == nil {
+				assert.Empty(t, got)
+			} else {
+				assert.Equal(t, tt.want, got)
+			}
+		})
+	}
+}
