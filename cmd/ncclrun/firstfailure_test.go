@@ -99,3 +99,33 @@ func TestFactsNameThisHost(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, h, facts(preflight.Report{}, 0).Host)
 }
+
+// Promise (docs/diagnosis.md "Facts are this host's"): a remote rank's
+// registration ENOMEM under mpirun is judged without this host's limits:
+// memlock, likely, naming that host; never "the limit is not the cause"
+// because this host's own limit was adequate.
+func TestRunRemoteHostNotJudgedByLocalFacts(t *testing.T) {
+	dir := t.TempDir()
+	report := filepath.Join(dir, "report.json")
+	const line = "ncclrun-remote-node:4242:4250 [0] misc/ibvwrap.cc:190 NCCL WARN Call to ibv_reg_mr failed with error Cannot allocate memory"
+	r := ncclrun(t, "--report", report, "--", "sh", "-c", "echo '"+line+"'; exit 1")
+	require.Equal(t, 1, r.code, r.stderr)
+	data, err := os.ReadFile(report)
+	require.NoError(t, err)
+	var rr struct {
+		Diagnoses []struct {
+			ID        string   `json:"id"`
+			Certainty string   `json:"certainty"`
+			Cause     string   `json:"cause"`
+			Hosts     []string `json:"hosts"`
+		} `json:"diagnoses"`
+	}
+	require.NoError(t, json.Unmarshal(data, &rr))
+	require.Len(t, rr.Diagnoses, 1, string(data))
+	d := rr.Diagnoses[0]
+	assert.Equal(t, "memlock", d.ID)
+	assert.Equal(t, "likely", d.Certainty)
+	assert.Equal(t, []string{"ncclrun-remote-node"}, d.Hosts)
+	assert.Contains(t, d.Cause, "Seen on ncclrun-remote-node")
+	assert.NotContains(t, d.Cause, "this host")
+}
