@@ -177,13 +177,13 @@ func (m *Matcher) feedAll(line []byte, hit bool) []Diagnosis {
 		m.noteException(line)
 	}
 	var fresh []*state
-	if touched != nil && !touched.announced && m.isActive(touched) && !m.benignOnly(touched) {
+	if touched != nil && !touched.announced && m.announceable(touched) {
 		touched.announced = true
 		fresh = append(fresh, touched)
 	}
 	if markerHit {
 		for _, st := range m.order {
-			if !st.announced && m.isActive(st) && !m.benignOnly(st) {
+			if !st.announced && m.announceable(st) {
 				st.announced = true
 				fresh = append(fresh, st)
 			}
@@ -200,6 +200,17 @@ func (m *Matcher) feedAll(line []byte, hit bool) []Diagnosis {
 		out = append(out, m.snapshot(st))
 	}
 	return out
+}
+
+// announceable reports whether Feed may return st now: active, not seen
+// only through harmless lines, and not a folded knock-on of a cause seen
+// before it (Entry.FoldKnockOn: the survivors' lost peer after the
+// failure that took that rank down).
+func (m *Matcher) announceable(st *state) bool {
+	if !m.isActive(st) || m.benignOnly(st) {
+		return false
+	}
+	return !st.ce.FoldKnockOn || !m.specificBefore(m.firstSeq(st))
 }
 
 // candidates runs the automaton over line and returns its candidate

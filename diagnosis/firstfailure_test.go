@@ -292,3 +292,18 @@ func TestOneHostManyRanks(t *testing.T) {
 		})
 	}
 }
+
+// TestFoldedPeerLostNotAnnounced: while the command runs, a lost peer
+// after a failure of its own is not announced as a cause of its own.
+func TestFoldedPeerLostNotAnnounced(t *testing.T) {
+	m := NewMatcher(Facts{})
+	d := m.Feed([]byte("n2:20:21 [0] misc/shmutils.cc:132 NCCL WARN Error while creating shared memory segment /dev/shm/nccl-x (size 9637888), error: No space left on device (28)"))
+	require.NotNil(t, d)
+	assert.Equal(t, "shm", d.ID)
+	assert.Nil(t, m.Feed([]byte("n1:10:11 [0] misc/socket.cc:538 NCCL WARN socketProgress: Connection closed by remote peer n2<45678>")))
+	// Alone, it is.
+	m = NewMatcher(Facts{})
+	d = m.Feed([]byte("n1:10:11 [0] misc/socket.cc:538 NCCL WARN socketProgress: Connection closed by remote peer n2<45678>"))
+	require.NotNil(t, d)
+	assert.Equal(t, "peer-lost", d.ID)
+}
