@@ -25,6 +25,45 @@ type Diagnosis struct {
 	// Certainty is "certain" or "likely" (with How telling how to be sure).
 	Certainty string `json:"certainty,omitempty"`
 	How       string `json:"how,omitempty"`
+	// FirstFailure is where the cause was first seen, as far as that line
+	// shows it (NCCL's host, a launcher's rank tag, a timestamp); nil when
+	// it shows none of them.
+	FirstFailure *Place `json:"first_failure,omitempty"`
+	// KnockOnOf is the id of the diagnosis this one is a consequence of
+	// (a lost peer, a watchdog timeout after another failure), or
+	// KnockOnException when the first failure is a program's own
+	// exception outside the catalog (Matcher.FirstFailure names it); ""
+	// for a cause of its own.
+	KnockOnOf string `json:"knock_on_of,omitempty"`
+	// Peers are the addresses or hosts of the peers the lines say were
+	// lost (peer-lost), as printed, at most maxPeers.
+	Peers []string `json:"peers,omitempty"`
+}
+
+// KnockOnException is Diagnosis.KnockOnOf for a consequence of a
+// program's own exception (Matcher.FirstFailure).
+const KnockOnException = "exception"
+
+// Place is where a line came from, as far as it shows: the host (NCCL's
+// prefix, a Ray ip, a kubectl pod), the rank (torchrun's "[rankN]:",
+// mpirun's "[job,N]<stdout>:", "[defaultN]:"), the time (NCCL's WARN
+// timestamp or one at the start of the line). Empty fields are not shown.
+type Place struct {
+	Host string `json:"host,omitempty"`
+	Rank *int   `json:"rank,omitempty"`
+	Time string `json:"time,omitempty"`
+}
+
+// Failure is the first failure of a log, in the order ncclrun saw the
+// lines: the diagnosis ranked first, or the exception a program raised
+// before the lines of that diagnosis when the diagnosis is only a
+// consequence (a lost peer, a timeout, the generic NCCL error).
+type Failure struct {
+	// ID is the diagnosis; "" for an exception outside the catalog.
+	ID string `json:"id,omitempty"`
+	Place
+	// Line is the failure's first line (the exception's own line).
+	Line string `json:"line"`
 }
 
 // Facts are what preflight saw, which decide what a log alone cannot.
@@ -55,6 +94,12 @@ type Facts struct {
 	// (verbs node present, port ACTIVE), e.g. "mlx5_0:1"; empty means none
 	// or unknown. Patterns with when "rdma-usable" count only with some.
 	RDMAPorts []string
+	// Host is this host's name (cmd/ncclrun passes os.Hostname): the
+	// facts above are this host's. A line whose NCCL prefix names another
+	// host is judged without them, as explain would judge it, and its
+	// diagnosis names that host. "" means every line is taken as this
+	// host's.
+	Host string
 	// GDRModule is the GPUDirect RDMA peer-memory module preflight found
 	// on the host: GDRModuleNvMem (nv_peer_mem, or the MLNX_OFED
 	// memory_peers entry every NCCL version detects), GDRModuleNvidiaPeermem

@@ -124,6 +124,11 @@ type Entry struct {
 	// before their cause.
 	KnockOn     bool   `json:"knock_on,omitempty"`
 	KnockOnNote string `json:"knock_on_note,omitempty"`
+	// FoldKnockOn leaves a KnockOn cause out of Diagnoses when it ranks
+	// after another cause, whose consequence it is (a lost peer: the peer
+	// that went away is the rank that failed, and that failure is the
+	// diagnosis). Alone, or after a program's exception, it is reported.
+	FoldKnockOn bool `json:"fold_knock_on,omitempty"`
 	// After lists ids this entry ranks after when both were seen (for
 	// every pattern; Pattern.After adds ids for one pattern).
 	After []string `json:"after,omitempty"`
@@ -172,6 +177,11 @@ type Pattern struct {
 	// (NCCL's host:pid:tid prefix, ParseLine) were seen: the job spans
 	// nodes even when NCCL printed no nNodes or channel line yet.
 	MultiHost bool `json:"multi_host,omitempty"`
+	// SingleHost markers are also on once NCCL lines of two processes of
+	// one host were seen before any line of another host: several ranks
+	// on one host and none elsewhere is a single-node job (a MultiHost
+	// marker in its SuppressedBy turns it off when a second host shows).
+	SingleHost bool `json:"single_host,omitempty"`
 	// Requires names a marker that must be on (seen somewhere in the
 	// output, before or after, and not suppressed) for sightings of this
 	// pattern to count. A marker name is a marker of the same entry, or
@@ -195,6 +205,22 @@ type Pattern struct {
 	// When names facts (WhenRDMAUsable, WhenPeermemLoaded, WhenNoPeermem)
 	// without which the pattern is ignored.
 	When string `json:"when,omitempty"`
+	// Benign marks a line that healthy jobs print (a missing libibverbs
+	// on a node without RDMA, no device found, a tcp provider): unless one
+	// of Needs holds, a cause seen only through such lines is left out of
+	// Diagnoses beside any other cause, the generic nccl-error included,
+	// and run prints it only at exit (Feed does not return it). Alone in
+	// a log it is still reported, as the observation it is.
+	Benign bool `json:"benign,omitempty"`
+	// Needs are the conditions under which a Benign pattern counts, any
+	// one of them enough: each is a fact name of When (WhenRDMAUsable,
+	// ...) or a marker name, or several of them joined by "+", all of
+	// which must hold ("socket-interface/multi-node+socket-fallback").
+	// A fact holds only for a line of this host (Facts.Host).
+	Needs []string `json:"needs,omitempty"`
+	// Title overrides the entry's title for diagnoses first seen through
+	// this pattern: the headline names whoever failed (Gloo, not NCCL).
+	Title string `json:"title,omitempty"`
 	// Priority, Certainty, How, Cause and Fix override the entry's when set;
 	// Note is appended to the entry's cause.
 	Priority  int    `json:"priority,omitempty"`
@@ -256,8 +282,9 @@ type Catalog struct {
 	// filter holds the grams of every pattern's literals (gram.go): a
 	// line it rejects has no candidate.
 	filter *gramFilter
-	// multiHost are the indices of the MultiHost markers.
-	multiHost []int
+	// multiHost and singleHost are the indices of the MultiHost and
+	// SingleHost markers.
+	multiHost, singleHost []int
 }
 
 // centry is a compiled entry.
@@ -295,6 +322,8 @@ type cpattern struct {
 	certainWith  int // global index of the marker, -1 none
 	suppressedBy []int
 	after        map[string]bool // entry's After plus the pattern's
+	needs        []needTerm      // Needs resolved (needsHold)
+	peerGroup    int             // index of the "peer" group in re, -1 none (or not compiled yet)
 	grams        []uint32        // one gram per literal (gram.go)
 	gramsOK      bool            // false: a literal is shorter than a gram
 }
@@ -464,6 +493,12 @@ func newCatalog(entries []Entry, lazy bool) (*Catalog, error) {
 			}
 			c.multiHost = append(c.multiHost, i)
 		}
+		if cp.SingleHost {
+			if !cp.Marker {
+				return nil, fmt.Errorf("%w: entry %q pattern %q: single_host needs marker", ErrCatalog, cp.entry.ID, cp.Name)
+			}
+			c.singleHost = append(c.singleHost, i)
+		}
 	}
 	for _, ce := range c.cents {
 		if ce.AdequateMarker == "" {
@@ -481,6 +516,9 @@ func newCatalog(entries []Entry, lazy bool) (*Catalog, error) {
 			return nil, err
 		}
 		if cp.certainWith, err = c.markerIndex(cp, cp.CertainWith); err != nil {
+			return nil, err
+		}
+		if cp.needs, err = c.needTerms(cp); err != nil {
 			return nil, err
 		}
 		for _, name := range cp.SuppressedBy {
@@ -575,6 +613,9 @@ func compilePattern(ce *centry, p Pattern, lazy bool) (*cpattern, error) {
 	default:
 		return nil, fmt.Errorf("%w: %s: unknown when %q", ErrCatalog, where, p.When)
 	}
+	if len(p.Needs) > 0 && !p.Benign {
+		return nil, fmt.Errorf("%w: %s: needs without benign", ErrCatalog, where)
+	}
 	if !lazy {
 		if err := cp.ready(); err != nil {
 			return nil, err
@@ -619,6 +660,7 @@ func (p *cpattern) compileRegexps() error {
 		return fmt.Errorf("%w: %s: %q: %w", ErrCatalog, where, p.Re, err)
 	}
 	p.re, p.rePre, p.reEnd, p.branches = re, literalPrefix(re), endBytes(t), branches
+	p.peerGroup = re.SubexpIndex("peer")
 	for _, n := range p.Not {
 		nre, err := regexp.Compile(n)
 		if err != nil {
@@ -680,6 +722,38 @@ func (c *Catalog) markerIndex(cp *cpattern, name string) (int, error) {
 		return -1, fmt.Errorf("%w: entry %q pattern %q: %q is not a marker of entry %q", ErrCatalog, cp.entry.ID, cp.Name, short, ce.ID)
 	}
 	return i, nil
+}
+
+// needTerm is one element of Pattern.Needs: facts and markers that must
+// all hold.
+type needTerm struct {
+	facts   []string
+	markers []int
+}
+
+// needTerms resolves cp's Needs: each "+"-joined part is a When fact or
+// a marker name (markerIndex).
+func (c *Catalog) needTerms(cp *cpattern) ([]needTerm, error) {
+	var ts []needTerm
+	for _, n := range cp.Needs {
+		var t needTerm
+		for _, part := range strings.Split(n, "+") {
+			switch part {
+			case WhenRDMAUsable, WhenPeermemLoaded, WhenNoPeermem:
+				t.facts = append(t.facts, part)
+				continue
+			case "":
+				return nil, fmt.Errorf("%w: entry %q pattern %q: empty need in %q", ErrCatalog, cp.entry.ID, cp.Name, n)
+			}
+			i, err := c.markerIndex(cp, part)
+			if err != nil {
+				return nil, err
+			}
+			t.markers = append(t.markers, i)
+		}
+		ts = append(ts, t)
+	}
+	return ts, nil
 }
 
 // checkSuppressionCycles rejects markers that suppress themselves through

@@ -32,6 +32,8 @@ type state struct {
 	utext map[utextKey]*unit
 	blk   block
 	hosts map[string]struct{}
+	// peers are the lost peers' addresses the lines named (at most maxPeers).
+	peers []string
 	// capped: a process or text was left out because a cap was reached, so
 	// count is a lower bound; hostsCapped: a host was left out.
 	capped, hostsCapped bool
@@ -44,6 +46,10 @@ type sight struct {
 	p         *cpattern
 	seq       int
 	firstLine string
+	// local: the line is this host's (Matcher.isLocal), so run's facts
+	// apply to it; place is where it came from.
+	local bool
+	place Place
 }
 
 // procID names a process: the hash of its host (0 when the host is not
@@ -125,9 +131,9 @@ func newState(ce *centry) *state {
 
 // record counts a sighting of p on line (remembered in e when not nil);
 // it returns the cause's state.
-func (m *Matcher) record(p *cpattern, line []byte, e *memo) *state {
+func (m *Matcher) record(p *cpattern, line []byte, e *memo, local bool) *state {
 	ce := p.entry
-	if ce.Facts == FactsMemlock && ce.AdequateID != "" && m.memlockAdequate(ce) {
+	if ce.Facts == FactsMemlock && ce.AdequateID != "" && m.memlockAdequate(ce, local) {
 		ce = m.cat.byID[ce.AdequateID]
 	}
 	st := m.states[ce.ID]
@@ -156,7 +162,7 @@ func (m *Matcher) record(p *cpattern, line []byte, e *memo) *state {
 		m.addText(st, r.textHash, id)
 		st.blk.on = false
 		m.addHostBytes(st, host)
-		return m.sighted(st, p, line)
+		return m.sighted(st, p, line, local)
 	}
 	pl := ParseLine(line)
 	switch {
@@ -184,24 +190,70 @@ func (m *Matcher) record(p *cpattern, line []byte, e *memo) *state {
 			if pl.Host != "" {
 				proc.host = hashString(pl.Host)
 			}
+		} else if r, ok := rankTag(line); ok {
+			// torchrun's "[rank1]:" (mpirun's "[1,1]<stderr>:"): that
+			// rank's process, so two ranks' identical exceptions count two
+			// even when their lines interleave.
+			proc = procID{host: rankHost, pid: int64(r)}
 		}
 		m.addBare(st, line, proc)
 		if pl.Host != "" {
 			m.addHost(st, pl.Host)
 		}
 	}
-	return m.sighted(st, p, line)
+	return m.sighted(st, p, line, local)
 }
 
-// sighted records the first sighting of p in st (with its first line).
-func (m *Matcher) sighted(st *state, p *cpattern, line []byte) *state {
-	for _, s := range st.sights {
-		if s.p == p {
+// sighted records the first sighting of p in st (with its first line and
+// place) and the peers a line names (pattern group "peer").
+func (m *Matcher) sighted(st *state, p *cpattern, line []byte, local bool) *state {
+	if p.peerGroup >= 0 && len(st.peers) < maxPeers {
+		m.addPeer(st, p, line)
+	}
+	for i := range st.sights {
+		if s := &st.sights[i]; s.p == p {
+			if !s.local && local {
+				// Run's facts apply once this host printed it too.
+				s.local = true
+			}
 			return st
 		}
 	}
-	st.sights = append(st.sights, sight{p: p, seq: m.seq, firstLine: firstLine(p, line, ParseLine(line))})
+	pl := ParseLine(line)
+	place := placeOf(line, pl)
+	if place.Host == "" && m.sum.on && m.sum.hostName != "" {
+		place.Host = m.sum.hostName
+	}
+	st.sights = append(st.sights, sight{p: p, seq: m.seq, firstLine: firstLine(p, line, pl), local: local, place: place})
 	return st
+}
+
+// maxPeers bounds Diagnosis.Peers.
+const maxPeers = 16
+
+// addPeer keeps the peer address p's "peer" group found in line, as
+// "host:port" (NCCL's "host<port>" and Gloo's "[addr]:port" unwrapped),
+// once per host.
+func (m *Matcher) addPeer(st *state, p *cpattern, line []byte) {
+	sm := p.regexp().FindSubmatchIndex(line)
+	if sm == nil || sm[2*p.peerGroup] < 0 {
+		return
+	}
+	peer := string(line[sm[2*p.peerGroup]:sm[2*p.peerGroup+1]])
+	peer = strings.Trim(peer, "[]")
+	if i := strings.IndexByte(peer, '<'); i > 0 && strings.HasSuffix(peer, ">") {
+		peer = peer[:i] + ":" + peer[i+1:len(peer)-1]
+	}
+	peer = strings.TrimRight(peer, ":.,")
+	if peer == "" || len(peer) > maxHostLen+8 {
+		return
+	}
+	for _, q := range st.peers {
+		if peerHost(q) == peerHost(peer) {
+			return // one host's connections on many ports are one peer
+		}
+	}
+	st.peers = append(st.peers, peer)
 }
 
 func (m *Matcher) addProc(st *state, set map[procID]struct{}, id procID) {

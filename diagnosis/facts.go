@@ -1,14 +1,19 @@
 package diagnosis
 
 import (
+	"fmt"
 	"sort"
+	"strings"
 )
 
-// snapshot renders a state as a Diagnosis, applying the facts.
+// snapshot renders a state as a Diagnosis, applying the facts. Run's
+// facts are this host's: a cause seen only on lines of other hosts
+// (Facts.Host) is judged without them and names those hosts.
 func (m *Matcher) snapshot(st *state) Diagnosis {
 	ce := st.ce
 	var src *sight
 	certain := false
+	local := false
 	var likelyHow string
 	for i := range st.sights {
 		s := &st.sights[i]
@@ -18,19 +23,31 @@ func (m *Matcher) snapshot(st *state) Diagnosis {
 		if src == nil {
 			src = s
 		}
+		local = local || s.local
 		if s.p.certainty == Certain || (s.p.certainWith >= 0 && m.markerOn(s.p.certainWith)) {
 			certain = true
 		} else if likelyHow == "" {
 			likelyHow = s.p.How
 		}
 	}
+	facts := m.facts
+	if !local {
+		facts = Facts{}
+	}
 	d := Diagnosis{ID: ce.ID, Title: ce.Title, Cause: ce.Cause, Fix: ce.Fix, Lines: st.lines, HostsCapped: st.hostsCapped}
 	d.Count, d.CountCapped = st.count()
 	if src != nil {
 		d.FirstLine = src.firstLine
+		if !src.place.empty() {
+			pl := src.place
+			d.FirstFailure = &pl
+		}
 		// A pattern's own cause/fix apply only to its own entry (not
 		// after a reroute to another entry).
 		if src.p.entry == ce {
+			if src.p.Title != "" {
+				d.Title = src.p.Title
+			}
 			if src.p.Cause != "" {
 				d.Cause = src.p.Cause
 			}
@@ -46,10 +63,10 @@ func (m *Matcher) snapshot(st *state) Diagnosis {
 		likelyHow = ce.How
 	}
 	if ce.Facts == FactsMemlock {
-		if m.facts.Known {
+		if facts.Known {
 			certain = true
-			if m.facts.MemlockFix != "" {
-				d.Fix = m.facts.MemlockFix
+			if facts.MemlockFix != "" {
+				d.Fix = facts.MemlockFix
 			}
 		} else {
 			certain = false
@@ -60,7 +77,7 @@ func (m *Matcher) snapshot(st *state) Diagnosis {
 	}
 	// The catalog's sentences that name what run saw (templates.go).
 	if ce.FactCause != "" || ce.FactNote != "" {
-		vals := factValues(m.facts)
+		vals := factValues(facts)
 		if s, ok := expand(ce.FactCause, vals); ok && s != "" {
 			d.Cause = s
 		}
@@ -79,27 +96,61 @@ func (m *Matcher) snapshot(st *state) Diagnosis {
 		d.Hosts = append(d.Hosts, h)
 	}
 	sort.Strings(d.Hosts)
+	if m.facts.Known && m.facts.Host != "" && !local && len(d.Hosts) > 0 {
+		// Another host's failure: the catalog's "this host" is that one.
+		there := "the host that printed it (" + strings.Join(d.Hosts, ", ") + ")"
+		d.Cause = strings.ReplaceAll(d.Cause, "this host", there)
+		d.Fix = strings.ReplaceAll(d.Fix, "this host", there)
+		d.How = strings.ReplaceAll(d.How, "this host", there)
+		if ce.Facts != "" {
+			d.Cause += fmt.Sprintf(" Seen on %s, not where ncclrun runs (%s): what preflight saw there does not apply; check it on %s.",
+				strings.Join(d.Hosts, ", "), m.facts.Host, d.Hosts[0])
+		}
+	}
+	if len(st.peers) > 0 {
+		d.Peers = append([]string(nil), st.peers...)
+		d.Cause += " Lost: " + strings.Join(d.Peers, ", ") + "."
+		// The failure is on the peer that went away, not on the survivor
+		// that printed it.
+		ff := &Place{Host: peerHost(d.Peers[0])}
+		if d.FirstFailure != nil {
+			ff.Time = d.FirstFailure.Time
+		}
+		d.FirstFailure = ff
+	}
 	return d
 }
 
 // memlockAdequate reports whether a FactsMemlock sighting of ce goes to
 // its AdequateID: run saw an adequate allowance, or (without run's facts)
 // the log printed an unlimited limit before it (ce's AdequateMarker).
-func (m *Matcher) memlockAdequate(ce *centry) bool {
-	if m.facts.Known {
+//
+// A line of another host (local false) is judged without run's facts.
+func (m *Matcher) memlockAdequate(ce *centry, local bool) bool {
+	if m.facts.Known && local {
 		return m.facts.MemlockAdequate
 	}
 	return ce.adequateMarker >= 0 && m.markerOn(ce.adequateMarker)
 }
 
-// factsAllow reports whether the facts let pattern p count: its Unless
-// fact does not hold and its When facts do.
-func (m *Matcher) factsAllow(p *cpattern) bool {
+// factsAllow reports whether the facts let pattern p count on a line of
+// this host (local) or another: its Unless fact does not hold and its
+// When facts do. Run's facts are this host's: another host's line is
+// judged as explain judges it.
+func (m *Matcher) factsAllow(p *cpattern, local bool) bool {
 	f := m.facts
+	if !local {
+		f = Facts{}
+	}
 	if p.Unless == UnlessNoRDMA && f.Known && f.NoRDMA {
 		return false
 	}
-	switch p.When {
+	return p.When == "" || factHolds(f, p.When)
+}
+
+// factHolds reports whether When fact name holds under f.
+func factHolds(f Facts, name string) bool {
+	switch name {
 	case WhenRDMAUsable:
 		return f.Known && len(f.RDMAPorts) > 0
 	case WhenPeermemLoaded:
@@ -107,5 +158,40 @@ func (m *Matcher) factsAllow(p *cpattern) bool {
 	case WhenNoPeermem:
 		return f.Known && f.GDRModule == GDRModuleNone
 	}
-	return true
+	return false
+}
+
+// needsHold reports whether one of a benign sighting's Needs holds: its
+// facts (for a line of this host) and its markers.
+func (m *Matcher) needsHold(s sight) bool {
+	for _, t := range s.p.needs {
+		ok := true
+		for _, f := range t.facts {
+			if !s.local || !factHolds(m.facts, f) {
+				ok = false
+			}
+		}
+		for _, i := range t.markers {
+			if ok && !m.markerOn(i) {
+				ok = false
+			}
+		}
+		if ok {
+			return true
+		}
+	}
+	return false
+}
+
+// peerHost is a peer address without its port ("10.0.0.1:29500" ->
+// "10.0.0.1"); an IPv6 address stays whole.
+func peerHost(peer string) string {
+	if strings.Count(peer, ":") != 1 {
+		return peer
+	}
+	h, port, _ := strings.Cut(peer, ":")
+	if port == "" || strings.Trim(port, "0123456789") != "" {
+		return peer
+	}
+	return h
 }

@@ -47,12 +47,17 @@ type Matcher struct {
 	mu      sync.Mutex
 	seq     int
 	markers []bool // by pattern index: marker seen
-	// host is the first host seen while the catalog's MultiHost markers
-	// are off; a second one turns them on.
-	host   string
-	states map[string]*state
-	order  []*state
-	room   room // what the states may still remember together (count.go)
+	// host and pid are the first NCCL process seen (seeHost); otherHost
+	// says a second host was seen, twoProcs a second process of host.
+	host                string
+	pid                 int
+	otherHost, twoProcs bool
+	states              map[string]*state
+	order               []*state
+	// exc is the first exception a program raised that no catalog
+	// pattern claimed (exception.go).
+	exc  *exception
+	room room // what the states may still remember together (count.go)
 }
 
 // NewMatcher returns a matcher over the shipped catalog (DefaultCatalog).
@@ -118,13 +123,20 @@ func (m *Matcher) feedAll(line []byte, hit bool) []Diagnosis {
 			}
 		}
 	}
+	followed := fromMemo && e.sum
 	if !fromMemo {
 		cand = m.candidates(line)
+		followed = m.sawSummary
 		if e != nil {
 			e.store(line, cand, m.sawSummary)
 		}
 	}
 	if len(cand) == 0 || (!m.nofilter && m.onlySeenMarkers(cand)) {
+		if followed {
+			m.mu.Lock()
+			m.noteException(trimEOL(line))
+			m.mu.Unlock()
+		}
 		return nil
 	}
 	line = trimEOL(line)
@@ -152,22 +164,26 @@ func (m *Matcher) feedAll(line []byte, hit bool) []Diagnosis {
 		m.filter = buildGramFilter(m.cat.pats, func(i int) bool { return !m.cat.pats[i].Marker || !m.markers[i] })
 	}
 	var touched *state
+	local := m.isLocal(line)
 	for k, pi := range cand {
 		p := m.cat.pats[pi]
-		if p.Marker || !m.factsAllow(p) || !e.matches(k, p, line) {
+		if p.Marker || !m.factsAllow(p, local) || !e.matches(k, p, line) {
 			continue
 		}
-		touched = m.record(p, line, e)
+		touched = m.record(p, line, e, local)
 		break
 	}
+	if followed && touched == nil {
+		m.noteException(line)
+	}
 	var fresh []*state
-	if touched != nil && !touched.announced && m.isActive(touched) {
+	if touched != nil && !touched.announced && m.announceable(touched) {
 		touched.announced = true
 		fresh = append(fresh, touched)
 	}
 	if markerHit {
 		for _, st := range m.order {
-			if !st.announced && m.isActive(st) {
+			if !st.announced && m.announceable(st) {
 				st.announced = true
 				fresh = append(fresh, st)
 			}
@@ -184,6 +200,17 @@ func (m *Matcher) feedAll(line []byte, hit bool) []Diagnosis {
 		out = append(out, m.snapshot(st))
 	}
 	return out
+}
+
+// announceable reports whether Feed may return st now: active, not seen
+// only through harmless lines, and not a folded knock-on of a cause seen
+// before it (Entry.FoldKnockOn: the survivors' lost peer after the
+// failure that took that rank down).
+func (m *Matcher) announceable(st *state) bool {
+	if !m.isActive(st) || m.benignOnly(st) {
+		return false
+	}
+	return !st.ce.FoldKnockOn || !m.specificBefore(m.firstSeq(st))
 }
 
 // candidates runs the automaton over line and returns its candidate
@@ -223,26 +250,47 @@ func (m *Matcher) candidates(line []byte) []int32 {
 	return cand
 }
 
-// seeHost notes the host of a candidate line and turns the MultiHost
-// markers on at the second distinct host; it reports whether it did.
+// seeHost notes the host and pid of a candidate line: the MultiHost
+// markers go on at the second distinct host, the SingleHost markers at a
+// second process of the first host while no other host was seen; it
+// reports whether it turned markers on.
 func (m *Matcher) seeHost(line []byte) bool {
-	if len(m.cat.multiHost) == 0 || m.markers[m.cat.multiHost[0]] {
-		return false
+	mh := m.cat.multiHost
+	if m.otherHost || len(mh) > 0 && m.markers[mh[0]] || len(mh) == 0 && len(m.cat.singleHost) == 0 {
+		return false // a multi-node job: a SingleHost marker no longer matters
 	}
-	h := ParseLine(line).Host
+	var pl Line
+	if f, ok := scanPrefixAt0(line); ok {
+		// A raw NCCL line, read without allocating while its host is known.
+		if m.host != "" && string(line[f.hostStart:f.hostEnd]) == m.host && (f.pid == m.pid || m.twoProcs) {
+			return false
+		}
+		pl = Line{Host: string(line[f.hostStart:f.hostEnd]), PID: f.pid, Start: 0}
+	} else {
+		pl = ParseLine(line)
+	}
+	h := pl.Host
 	switch {
-	case h == "":
+	case h == "" || pl.Start < 0 && pl.PID == 0:
 		return false
 	case m.host == "":
-		m.host = h
+		m.host, m.pid = h, pl.PID
 		return false
 	case h == m.host:
-		return false
+		if pl.PID == 0 || pl.PID == m.pid || m.twoProcs {
+			return false
+		}
+		m.twoProcs = true
+		for _, i := range m.cat.singleHost {
+			m.markers[i] = true
+		}
+		return len(m.cat.singleHost) > 0
 	}
+	m.otherHost = true
 	for _, i := range m.cat.multiHost {
 		m.markers[i] = true
 	}
-	return true
+	return len(m.cat.multiHost) > 0
 }
 
 // onlySeenMarkers reports whether every candidate is a marker already

@@ -130,18 +130,31 @@ func TestRanking(t *testing.T) {
 			"[WARNING] Sending process 4242 closing signal SIGTERM",
 			"torch.distributed.elastic.multiprocessing.errors.ChildFailedError:",
 		}, []string{"shm"}},
-		{"only knock-on visible: generic", []string{
+		{"only knock-on visible: the lost peer", []string{
 			"n1:10:11 [0] misc/socket.cc:50 NCCL WARN socketProgress: Connection closed by remote peer n2<45678>",
+			"RuntimeError: NCCL Error 6: remote process exited or there was a network error",
+		}, []string{"peer-lost"}},
+		{"only a remote error, no peer named as closing: generic", []string{
+			"n1:10:11 [0] misc/socket.cc:50 NCCL WARN socketProgressOpt: Call to recv from 10.0.0.2<40000> failed : Connection reset by peer",
 			"RuntimeError: NCCL Error 6: remote process exited or there was a network error",
 		}, []string{"nccl-error"}},
 		{"no device then no NET plugin: device first", []string{
 			"n1:10:11 [0] plugin/net.cc:349 NCCL WARN Failed to initialize any NET plugin",
 			"n1:10:11 [0] NCCL INFO NET/IB : No device found.",
 		}, []string{"rdma-device", "net-plugin"}},
-		{"observation does not hide an unknown WARN", []string{
+		{"a harmless line gives way to the unknown WARN that failed", []string{
+			"n1:10:11 [0] NCCL INFO NET/IB : No device found.",
+			"n1:10:11 [0] enqueue.cc:1 NCCL WARN something nobody has seen before",
+		}, []string{"nccl-error"}},
+		{"IB asked for: no device is no harmless line", []string{
+			"n1:10:11 [0] NCCL INFO NCCL_IB_HCA set by environment to mlx5_0",
 			"n1:10:11 [0] NCCL INFO NET/IB : No device found.",
 			"n1:10:11 [0] enqueue.cc:1 NCCL WARN something nobody has seen before",
 		}, []string{"rdma-device", "nccl-error"}},
+		{"a missing libibverbs gives way to the exception that failed", []string{
+			"n1:10:11 [0] NCCL INFO Failed to open libibverbs.so[.1]",
+			"RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1275, unhandled system error, NCCL version 2.14.3",
+		}, []string{"nccl-error"}},
 		{"version mismatch before garbage family", []string{
 			"n1:10:11 [0] misc/socket.cc:585 NCCL WARN ncclSocketInit: connecting to address  with family 0 is neither AF_INET(2) nor AF_INET6(10)",
 			"n1:10:11 [0] init.cc:1043 NCCL WARN Mismatched NCCL version detected : rank 0 version 22105 rank 8 version 21903",
@@ -449,9 +462,12 @@ func TestSuppression(t *testing.T) {
 	}
 
 	m := NewMatcher(Facts{})
-	require.NotNil(t, m.Feed([]byte(noDev)), "announced at once")
+	require.Nil(t, m.Feed([]byte(noDev)), "a harmless line alone is not announced while CMD runs")
+	assert.Equal(t, []string{"rdma-device"}, ids(m.Diagnoses()), "but reported at exit")
 	assert.Nil(t, m.Feed([]byte(p2p)))
 	assert.Empty(t, m.Diagnoses(), "withdrawn once the job is single-node")
-	assert.Nil(t, m.Feed([]byte(net)), "already announced")
+	d := m.Feed([]byte(net))
+	require.NotNil(t, d, "announced once the job is multi-node")
+	assert.Equal(t, "rdma-device", d.ID)
 	assert.Equal(t, []string{"rdma-device"}, ids(m.Diagnoses()))
 }

@@ -103,9 +103,18 @@ func (m *Matcher) Diagnoses() []Diagnosis {
 		seq       int
 	}
 	var rs []ranked
+	harmlessOnly := true // every cause is seen through benign lines only
+	for _, st := range m.order {
+		if m.isActive(st) && !m.benignOnly(st) {
+			harmlessOnly = false
+		}
+	}
 	for _, st := range m.order {
 		if !m.isActive(st) || (st.ce.Generic && m.failureKnown(st.ce.HiddenBy)) {
 			continue
+		}
+		if !harmlessOnly && m.benignOnly(st) && !m.explainsOther(st) {
+			continue // a line healthy jobs print never sits beside a real cause
 		}
 		r := ranked{st: st, pri: m.priority(st), seq: m.firstSeq(st)}
 		switch {
@@ -151,18 +160,73 @@ func (m *Matcher) Diagnoses() []Diagnosis {
 		return nil
 	}
 	out := make([]Diagnosis, len(rs))
+	// A program's exception seen before the top cause, when that cause is
+	// only a consequence (a lost peer, a timeout, the generic error), is
+	// the first failure (exception.go).
+	top := rs[0].st.ce
+	excFirst := m.exc != nil && (top.KnockOn || top.Generic) && m.exc.seq < rs[0].seq
+	keep := out[:0]
 	for i, r := range rs {
-		out[i] = m.snapshot(r.st)
-		if r.tier == 1 && i > 0 {
-			// A watchdog timeout or an OOM after a specific failure: say so
-			// (the entry's knock_on_note), or its own advice ("an
-			// application stall") misleads.
-			if note, ok := expand(r.st.ce.KnockOnNote, map[string]string{"failure": out[0].ID}); ok && note != "" {
-				out[i].Cause = note + " " + out[i].Cause
+		d := m.snapshot(r.st)
+		ce := r.st.ce
+		switch {
+		case excFirst && ce.Generic:
+			// A generic NCCL error after the program's own exception (the
+			// watchdog re-reporting a CUDA fault of a user kernel, the
+			// sibling's aborted communicator) is that exception's, and the
+			// exception is not ncclrun's to report.
+			continue
+		case excFirst && ce.KnockOn:
+			d.KnockOnOf = KnockOnException
+		case i > 0 && ce.KnockOn && !top.Generic:
+			// A lost peer, a watchdog timeout or an OOM after a specific
+			// failure: say so (the entry's knock_on_note), or its own
+			// advice ("an application stall") misleads.
+			d.KnockOnOf = out[0].ID
+			if ce.FoldKnockOn {
+				continue // the peer that went away is the one that failed
+			}
+			if r.tier != 1 {
+				break // seen before it: the note says "after"
+			}
+			if note, ok := expand(ce.KnockOnNote, map[string]string{"failure": out[0].ID}); ok && note != "" {
+				d.Cause = note + " " + d.Cause
 			}
 		}
+		keep = append(keep, d)
 	}
-	return out
+	return keep
+}
+
+// benignOnly reports whether st was seen only through benign patterns
+// whose needs do not hold (Pattern.Benign): lines healthy jobs print,
+// left out of Diagnoses beside any other cause, the generic one
+// included, and which run prints only at exit.
+func (m *Matcher) benignOnly(st *state) bool {
+	any := false
+	for _, s := range st.sights {
+		if !m.sightActive(s) {
+			continue
+		}
+		if !s.p.Benign || m.needsHold(s) {
+			return false
+		}
+		any = true
+	}
+	return any
+}
+
+// explainsOther reports whether another active cause ranks after st
+// (Pattern.After): the catalog says that cause follows from it (a NET
+// plugin that failed to initialise because no device was found), so st
+// is no harmless line there.
+func (m *Matcher) explainsOther(st *state) bool {
+	for _, o := range m.order {
+		if o != st && m.isActive(o) && m.ranksAfter(o, st.ce.ID) {
+			return true
+		}
+	}
+	return false
 }
 
 // specificBefore reports whether a non-generic, non-knock-on cause was

@@ -35,6 +35,9 @@ func TerminationMessage(ds []Diagnosis, limit int) string {
 	if d.Cause != "" {
 		b.WriteString("cause: " + d.Cause + "\n")
 	}
+	if d.FirstFailure != nil && !d.FirstFailure.empty() {
+		b.WriteString("where: " + d.FirstFailure.String() + "\n")
+	}
 	if d.FirstLine != "" {
 		b.WriteString("first: " + d.FirstLine + "\n")
 	}
@@ -108,4 +111,40 @@ func Reach(d Diagnosis) string {
 		b.WriteString(" on " + strings.Join(hs, ", ") + more)
 	}
 	return b.String()
+}
+
+// FailureText says what and where a first failure was, for people:
+// "KeyError: 'input_ids' (rank 0 on node-a)" for an exception, "shm on
+// node-b at 2025-06-01 10:00:03: <its first line>" for a diagnosis.
+func FailureText(f *Failure) string {
+	if f == nil {
+		return ""
+	}
+	where := f.Place.String()
+	if f.ID == "" {
+		if where == "" {
+			return f.Line
+		}
+		return f.Line + " (" + where + ")"
+	}
+	s := f.ID
+	if where != "" {
+		s += " (" + where + ")"
+	}
+	if f.Line != "" {
+		s += ": " + f.Line
+	}
+	return s
+}
+
+// KnockOnText says what d is a consequence of ("" for a cause of its
+// own): "knock-on of shm", "knock-on of the first failure (an exception)".
+func KnockOnText(d Diagnosis) string {
+	switch d.KnockOnOf {
+	case "":
+		return ""
+	case KnockOnException:
+		return "knock-on of the first failure (the program's exception)"
+	}
+	return "knock-on of " + d.KnockOnOf
 }

@@ -28,8 +28,9 @@ import (
 // summary's own lines carry none of the catalog's literals, so the
 // matcher looks for these (summaryLits) besides the catalog's.
 
-// summaryLits are the literals of the summary lines the matcher follows.
-var summaryLits = []string{summaryHost, summaryExit, "--------", "========"}
+// summaryLits are the literals of the summary lines the matcher follows,
+// and of the exception lines it notes (exception.go).
+var summaryLits = []string{summaryHost, summaryExit, "--------", "========", "Error: ", "Exception: "}
 
 const (
 	summaryHost = "host      : "

@@ -201,6 +201,11 @@ func facts(r preflight.Report, minMemlock int64) diagnosis.Facts {
 		// without /dev/infiniband still sees the host's devices there.
 		NoRDMA: r.Facts.NoRDMA,
 	}
+	// Preflight's facts are this host's: lines of other hosts are judged
+	// without them (diagnosis.Facts.Host).
+	if h, err := os.Hostname(); err == nil {
+		f.Host = h
+	}
 	transportFacts(r, &f)
 	return f
 }

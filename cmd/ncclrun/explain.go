@@ -34,13 +34,14 @@ func cmdExplain(c *cli.Context, e *env) error {
 			return err
 		}
 	}
-	ds := m.Diagnoses()
+	ds, first := m.Diagnoses(), m.FirstFailure()
 	if c.Bool(flagJSON) {
 		return writeJSON(e.stdout, struct {
-			Diagnoses []diagnosis.Diagnosis `json:"diagnoses"`
-		}{nonNil(ds)})
+			FirstFailure *diagnosis.Failure    `json:"first_failure,omitempty"`
+			Diagnoses    []diagnosis.Diagnosis `json:"diagnoses"`
+		}{first, nonNil(ds)})
 	}
-	return writeExplain(e.stdout, ds)
+	return writeExplain(e.stdout, ds, first)
 }
 
 // explainInput feeds one input (a file, or stdin for "-") to m, to its

@@ -93,8 +93,9 @@ func reach(d diagnosis.Diagnosis) string {
 	return diagnosis.Reach(d) + " (" + plural(d.Lines, "line", "lines") + ")"
 }
 
-// summaryMessage is run's summary at exit, one line per diagnosis.
-func summaryMessage(ds []diagnosis.Diagnosis, exitCode int, sig string) []byte {
+// summaryMessage is run's summary at exit: the first failure, then one
+// line per diagnosis (a knock-on says of what).
+func summaryMessage(ds []diagnosis.Diagnosis, first *diagnosis.Failure, exitCode int, sig string) []byte {
 	var b bytes.Buffer
 	how := fmt.Sprintf("exit status %d", exitCode)
 	if sig != "" {
@@ -102,8 +103,15 @@ func summaryMessage(ds []diagnosis.Diagnosis, exitCode int, sig string) []byte {
 	}
 	b.Write(msgLines("", fmt.Sprintf("summary: %s found in the output of CMD (%s)",
 		plural(len(ds), "cause", "causes"), how)))
+	if first != nil {
+		b.Write(msgLines("  ", "first failure: "+diagnosis.FailureText(first)))
+	}
 	for _, d := range ds {
-		b.Write(msgLines("  ", fmt.Sprintf("%s: %s, %s", d.ID, d.Title, reach(d))))
+		line := fmt.Sprintf("%s: %s, %s", d.ID, d.Title, reach(d))
+		if k := diagnosis.KnockOnText(d); k != "" {
+			line += "; " + k
+		}
+		b.Write(msgLines("  ", line))
 	}
 	return b.Bytes()
 }
@@ -193,18 +201,28 @@ func oneLine(s string) string {
 	return strings.Join(strings.Fields(s), " ")
 }
 
-// writeExplain renders explain's human output.
-func writeExplain(w io.Writer, ds []diagnosis.Diagnosis) error {
+// writeExplain renders explain's human output: the first failure, then
+// each diagnosis (a knock-on says of what).
+func writeExplain(w io.Writer, ds []diagnosis.Diagnosis, first *diagnosis.Failure) error {
 	var b bytes.Buffer
 	if len(ds) == 0 {
 		b.WriteString("no NCCL failure found\n")
+	}
+	if first != nil {
+		fmt.Fprintf(&b, "first failure: %s\n\n", diagnosis.FailureText(first))
 	}
 	for i, d := range ds {
 		if i > 0 {
 			b.WriteString("\n")
 		}
 		fmt.Fprintf(&b, "%s: %s\n", d.ID, d.Title)
+		if k := diagnosis.KnockOnText(d); k != "" {
+			fmt.Fprintf(&b, "  %s\n", k)
+		}
 		fmt.Fprintf(&b, "  seen:  %s\n", reach(d))
+		if d.FirstFailure != nil && d.FirstFailure.String() != "" {
+			fmt.Fprintf(&b, "  where: %s\n", d.FirstFailure.String())
+		}
 		if d.FirstLine != "" {
 			fmt.Fprintf(&b, "  first: %s\n", d.FirstLine)
 		}

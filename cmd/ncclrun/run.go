@@ -35,6 +35,7 @@ type runReport struct {
 	Preflight     preflight.Report      `json:"preflight"`
 	EnvAdded      map[string]envEntry   `json:"env_added"`
 	Diagnoses     []diagnosis.Diagnosis `json:"diagnoses"`
+	FirstFailure  *diagnosis.Failure    `json:"first_failure,omitempty"`
 	ExitCode      int                   `json:"exit_code"`
 	Signal        *string               `json:"signal"`
 	TorchrunError *torchrunError        `json:"torchrun_error,omitempty"`
@@ -381,7 +382,8 @@ type outcome struct {
 	res     launcher.Result
 	sigName string // the signal that killed CMD, "" when it exited
 	ds      []diagnosis.Diagnosis
-	printed map[string]bool // the ids of ds printed while CMD ran
+	first   *diagnosis.Failure // the first failure (Matcher.FirstFailure)
+	printed map[string]bool    // the ids of ds printed while CMD ran
 	te      *torchrunError
 	// code is ncclrun's exit status: CMD's, unless the policy
 	// (failfast.go) changed it and note says why.
@@ -412,7 +414,7 @@ func collect(e *env, j runJob, p childPlan, w *watch, res launcher.Result, term 
 	}
 	w.mu.Lock()
 	if w.m != nil {
-		out.ds = w.m.Diagnoses()
+		out.ds, out.first = w.m.Diagnoses(), w.m.FirstFailure()
 	}
 	out.printed = w.printed
 	out.code, out.note = w.ff.verdict(res, out.ds)
@@ -447,7 +449,7 @@ func reportOutcome(e *env, j runJob, rep preflight.Report, p childPlan, out outc
 		}
 	}
 	if !s.quiet && len(ds) > 0 {
-		_, _ = e.stderr.Write(summaryMessage(ds, res.ExitCode, out.sigName))
+		_, _ = e.stderr.Write(summaryMessage(ds, out.first, res.ExitCode, out.sigName))
 		if !rep.Failed() && rep.Any(preflight.Warn) {
 			fprintf(e.stderr, "ncclrun: preflight warned before the start:\n")
 			printChecks(e.stderr, rep, preflight.Warn)
@@ -461,7 +463,7 @@ func reportOutcome(e *env, j runJob, rep preflight.Report, p childPlan, out outc
 	}
 	if s.report != "" {
 		rr := runReport{
-			Preflight: rep, EnvAdded: envMap(p.added), Diagnoses: nonNil(ds),
+			Preflight: rep, EnvAdded: envMap(p.added), Diagnoses: nonNil(ds), FirstFailure: out.first,
 			ExitCode: res.ExitCode, TorchrunError: out.te,
 			TapShed: res.TapShed, TapLost: res.TapLost,
 			Command: append([]string{j.path}, p.cfg.Args...), Version: version,
@@ -474,7 +476,7 @@ func reportOutcome(e *env, j runJob, rep preflight.Report, p childPlan, out outc
 		}
 	}
 	if tl := p.termLog; tl != "" && (len(ds) > 0 || res.ExitCode != 0) {
-		msg := out.note + terminationText(ds, res.ExitCode, out.sigName, out.te, terminationLimit-len(out.note))
+		msg := out.note + terminationText(ds, out.first, res.ExitCode, out.sigName, out.te, terminationLimit-len(out.note))
 		if err := safefile.WriteFile(tl, []byte(msg), 0o644); err != nil {
 			fprintf(e.stderr, "ncclrun: warning: termination log: %v\n", err)
 		}
@@ -493,10 +495,17 @@ func terminationLogPath(s settings, r preflight.Report) string {
 	return ""
 }
 
-// terminationText is the termination message: the diagnoses, or when none
-// was found, how CMD ended (and torchrun's first failure).
-func terminationText(ds []diagnosis.Diagnosis, code int, sig string, te *torchrunError, limit int) string {
+// terminationText is the termination message: the diagnoses, led by the
+// program's exception when that was the first failure and they are its
+// knock-on (whatever torchrun's error file picked: torch orders ranks by
+// whole-second timestamps), or when none was found, how CMD ended (and
+// torchrun's first failure).
+func terminationText(ds []diagnosis.Diagnosis, first *diagnosis.Failure, code int, sig string, te *torchrunError, limit int) string {
 	if len(ds) > 0 {
+		if first != nil && first.ID == "" {
+			head := "ncclrun: first failure: " + diagnosis.FailureText(first) + "\n"
+			return truncate(head+diagnosis.TerminationMessage(ds, limit-len(head)), limit)
+		}
 		return diagnosis.TerminationMessage(ds, limit)
 	}
 	var b bytes.Buffer

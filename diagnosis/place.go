@@ -1,0 +1,158 @@
+package diagnosis
+
+import (
+	"bytes"
+	"strconv"
+	"strings"
+)
+
+// Where a line came from, beyond NCCL's own prefix (parse.go): the rank
+// tags launchers put in front of each line, and a timestamp near its
+// start.
+var (
+	// rankTagRe: torchrun/PyTorch "[rank3]:", mpirun --tag-output
+	// "[1,3]<stdout>:", torchrun --tee "[default3]:", srun --label "3: "
+	// at the start of the line.
+	rankTagRe = lazyRe(`\[rank(\d{1,7})\]:|\[\d+,(\d{1,7})\]<std(?:out|err)>:|\[default(\d{1,7})\]:|^\s*(\d{1,7}): `)
+	// podTagRe: kubectl logs --prefix "[pod/NAME/CONTAINER]".
+	podTagRe = lazyRe(`^\[pod/([^/\]\s]+)/[^\]\s]*\]`)
+	// stampRe: a date and time near the start of a line (logging, Docker,
+	// CloudWatch, GitHub Actions).
+	stampRe = lazyRe(`\b(\d{4}-\d\d-\d\d[ T_]\d\d:\d\d:\d\d(?:[.,]\d+)?)`)
+)
+
+// rankHost stands for the host of a process known by its launcher's rank
+// tag only (procID).
+var rankHost = hashString("\x00rank")
+
+// rankTag returns the rank of a line's launcher tag near its start.
+func rankTag(line []byte) (int, bool) {
+	line = bytes.TrimLeft(line, " \t\r")
+	if len(line) > 96 {
+		line = line[:96]
+	}
+	if bytes.IndexByte(line, '[') < 0 {
+		return 0, false
+	}
+	m := rankTagRe().FindSubmatch(line)
+	if m == nil {
+		return 0, false
+	}
+	for _, g := range m[1:] {
+		if g != nil {
+			r, err := strconv.Atoi(string(g))
+			return r, err == nil
+		}
+	}
+	return 0, false
+}
+
+// stampWindow is how far into a line a timestamp may start.
+const stampWindow = 64
+
+// placeOf is where line (parsed as pl) came from.
+func placeOf(line []byte, pl Line) Place {
+	var p Place
+	if pl.Host != "" {
+		p.Host = pl.Host
+	}
+	head := line
+	if pl.Start > 0 {
+		head = line[:pl.Start]
+	} else if pl.Start == 0 {
+		head = nil
+	}
+	if len(head) > 256 {
+		head = head[:256]
+	}
+	if m := rankTagRe().FindSubmatch(head); m != nil {
+		for _, g := range m[1:] {
+			if g != nil {
+				if r, err := strconv.Atoi(string(g)); err == nil {
+					p.Rank = &r
+				}
+				break
+			}
+		}
+	}
+	if p.Host == "" {
+		if m := podTagRe().FindSubmatch(bytes.TrimLeft(line, " \t")); m != nil {
+			p.Host = string(m[1])
+		}
+	}
+	if pl.Time != "" {
+		p.Time = pl.Time
+	} else {
+		w := line
+		if len(w) > stampWindow+32 {
+			w = w[:stampWindow+32]
+		}
+		if loc := stampRe().FindSubmatchIndex(w); loc != nil && loc[2] <= stampWindow {
+			p.Time = string(w[loc[2]:loc[3]])
+		}
+	}
+	if len(p.Host) > maxHostLen {
+		p.Host = p.Host[:maxHostLen]
+	}
+	return p
+}
+
+// empty reports whether p shows nothing.
+func (p Place) empty() bool { return p.Host == "" && p.Rank == nil && p.Time == "" }
+
+// String renders p for people: "rank 3 on node-b at 2024-05-01 10:00:00",
+// "" when empty.
+func (p Place) String() string {
+	var parts []string
+	if p.Rank != nil {
+		parts = append(parts, "rank "+strconv.Itoa(*p.Rank))
+	}
+	if p.Host != "" {
+		if len(parts) > 0 {
+			parts = append(parts, "on "+p.Host)
+		} else {
+			parts = append(parts, p.Host)
+		}
+	}
+	if p.Time != "" {
+		parts = append(parts, "at "+p.Time)
+	}
+	return strings.Join(parts, " ")
+}
+
+// sameHost reports whether a host as NCCL prints it (cut at the first
+// '.') names host h (a full or short name), case-insensitively.
+func sameHost(lineHost, h string) bool {
+	short := func(s string) string {
+		if i := strings.IndexByte(s, '.'); i >= 0 {
+			s = s[:i]
+		}
+		return strings.ToLower(s)
+	}
+	return short(lineHost) == short(h)
+}
+
+// isLocal reports whether line is this host's as far as it shows
+// (Facts.Host): a line whose NCCL prefix names another host is not.
+func (m *Matcher) isLocal(line []byte) bool {
+	if !m.facts.Known || m.facts.Host == "" {
+		return true
+	}
+	if f, ok := scanPrefixAt0(line); ok {
+		// A raw NCCL line (most of them): compared without allocating.
+		return sameHostBytes(line[f.hostStart:f.hostEnd], m.facts.Host)
+	}
+	pl := ParseLine(line)
+	return pl.Start < 0 || pl.Host == "" || sameHost(pl.Host, m.facts.Host)
+}
+
+// sameHostBytes is sameHost for a host NCCL printed (already short).
+func sameHostBytes(lineHost []byte, h string) bool {
+	if i := strings.IndexByte(h, '.'); i >= 0 {
+		h = h[:i]
+	}
+	if i := bytes.IndexByte(lineHost, '.'); i >= 0 {
+		lineHost = lineHost[:i]
+	}
+	return len(lineHost) == len(h) && bytes.EqualFold(lineHost, []byte(h))
+}
