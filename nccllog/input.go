@@ -40,9 +40,10 @@ func (e *CapError) Error() string {
 	return fmt.Sprintf("%s window of %s exceeds explain's %s decompression limit", e.Format, sizeText(e.Size), sizeText(e.Max))
 }
 
-// UnsupportedError is an input compressed in a format explain does not
-// decompress (xz: its decoders in Go have no cap on the dictionary a
-// header declares), recognised by its magic bytes.
+// UnsupportedError is an input compressed in a format this package does
+// not decompress, recognised by its magic bytes: xz, whose Go decoder
+// (github.com/ulikunitz/xz) allocates whatever dictionary a block header
+// declares.
 type UnsupportedError struct {
 	Format string // "xz"
 }
