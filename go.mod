@@ -6,7 +6,6 @@ require (
 	github.com/creack/pty v1.1.24
 	github.com/klauspost/compress v1.18.0
 	github.com/stretchr/testify v1.12.1
-	github.com/ulikunitz/xz v0.5.12
 	github.com/urfave/cli/v2 v2.27.7
 	go.yaml.in/yaml/v3 v3.0.5
 	golang.org/x/sys v0.50.0

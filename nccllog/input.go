@@ -13,32 +13,43 @@ import (
 	"strings"
 
 	"github.com/klauspost/compress/zstd"
-	"github.com/ulikunitz/xz"
 )
 
-// DecoderCap bounds what decompressing one input may take: the xz
-// dictionary and the zstd window its headers declare (gzip's window is
-// 32 KiB, bzip2's blocks 900 kB). 8 MiB covers `xz` up to -6 (its
-// default) and `zstd` up to -19; the xz tool's --memlimit and zstd's
-// --memory refuse bigger ones the same way. A larger one is a *CapError,
-// never allocated.
-const DecoderCap = 8 << 20
+// DecoderCap bounds the zstd window a compressed input may declare: the
+// decoder keeps that much history (and up to 1 MiB more) for the whole
+// input, and explain's peak RSS is to stay within 16 MiB whatever it
+// reads. 2 MiB is what the zstd tool uses at its default level (3) and up
+// to -8 on inputs of any size; -9 and above, and --long, use more. gzip's
+// window is 32 KiB and bzip2's blocks 900 kB, both below it. A larger
+// window is a *CapError, never allocated.
+const DecoderCap = 2 << 20
 
-// CapError is a compressed input whose header declares a zstd window or
-// an xz dictionary over Max. Size is what it declares, 0 when the decoder
-// did not say.
+// CapError is a zstd input with a frame whose header declares a window
+// over Max. Size is what it declares, 0 when the decoder did not say (a
+// frame after the first).
 type CapError struct {
-	Format string // "xz" or "zstd"
+	Format string // "zstd"
 	Size   int64
 	Max    int64
 }
 
 func (e *CapError) Error() string {
-	what := map[string]string{"xz": "dictionary", "zstd": "window"}[e.Format]
 	if e.Size == 0 {
-		return fmt.Sprintf("%s %s exceeds explain's %s decompression limit", e.Format, what, sizeText(e.Max))
+		return fmt.Sprintf("%s window exceeds explain's %s decompression limit", e.Format, sizeText(e.Max))
 	}
-	return fmt.Sprintf("%s %s of %s exceeds explain's %s decompression limit", e.Format, what, sizeText(e.Size), sizeText(e.Max))
+	return fmt.Sprintf("%s window of %s exceeds explain's %s decompression limit", e.Format, sizeText(e.Size), sizeText(e.Max))
+}
+
+// UnsupportedError is an input compressed in a format this package does
+// not decompress, recognised by its magic bytes: xz, whose Go decoder
+// (github.com/ulikunitz/xz) allocates whatever dictionary a block header
+// declares.
+type UnsupportedError struct {
+	Format string // "xz"
+}
+
+func (e *UnsupportedError) Error() string {
+	return e.Format + "-compressed input is not read"
 }
 
 // ReadError is a failure to read an input (a truncated or corrupt
@@ -49,13 +60,14 @@ func (e *ReadError) Error() string { return e.Err.Error() }
 func (e *ReadError) Unwrap() error { return e.Err }
 
 // Input is one of explain's inputs: a file or standard input, its content
-// decompressed when it starts with the magic bytes of gzip, bzip2, zstd (a
-// frame or a skippable frame) or xz, whatever it is called. Its read
-// errors are *ReadError (a *CapError inside for a window or dictionary
-// over DecoderCap).
+// decompressed when it starts with the magic bytes of gzip, bzip2 or zstd
+// (a frame or a skippable frame), whatever it is called. An xz input is
+// refused by Open (a *ReadError holding an *UnsupportedError). Its read
+// errors are *ReadError (a *CapError inside for a zstd window over
+// DecoderCap).
 type Input struct {
-	// Compressed is set when a decoder reads the input: it then holds up
-	// to DecoderCap of history for the whole input.
+	// Compressed is set when a decoder reads the input: it then holds its
+	// history (at most DecoderCap and 1 MiB) for the whole input.
 	Compressed bool
 
 	r     io.Reader
@@ -109,8 +121,8 @@ func (in *Input) Close() error {
 	return nil
 }
 
-// Magic numbers of the compressed formats (RFC 1952, bzip2, RFC 8878, xz
-// file format 1.0.4).
+// Magic numbers of the compressed formats (RFC 1952, bzip2, RFC 8878, and
+// xz file format 1.0.4, which is refused).
 var (
 	magicGzip  = []byte{0x1f, 0x8b}
 	magicBzip2 = []byte("BZh")
@@ -159,13 +171,7 @@ func (in *Input) decompress(r io.Reader) error {
 		in.r, in.Compressed = &zstdReader{r: zr, first: first}, true
 		in.close = append(in.close, zr.Close)
 	case bytes.HasPrefix(head, magicXz):
-		// The xz decoder has no cap of its own: the guard refuses a block
-		// whose dictionary is over it before the decoder sees the block.
-		xr, err := xz.NewReader(newXZGuard(br, DecoderCap))
-		if err != nil {
-			return &ReadError{Err: fmt.Errorf("xz: %w", err)}
-		}
-		in.r, in.Compressed = xr, true
+		return &ReadError{Err: &UnsupportedError{Format: "xz"}}
 	}
 	return nil
 }
@@ -183,8 +189,12 @@ func (z *zstdReader) Read(p []byte) (int, error) {
 	switch {
 	case errors.Is(err, zstd.ErrWindowSizeExceeded), errors.Is(err, zstd.ErrDecoderSizeExceeded):
 		ce := &CapError{Format: "zstd", Max: DecoderCap}
-		if w := int64(z.first.WindowSize); w > DecoderCap {
-			ce.Size = w
+		w := z.first.WindowSize
+		if z.first.SingleSegment {
+			w = z.first.FrameContentSize // the window is the content
+		}
+		if w > DecoderCap && w <= 1<<62 {
+			ce.Size = int64(w)
 		}
 		err = &ReadError{Err: ce}
 	case err != nil && err != io.EOF && !errors.Is(err, io.ErrUnexpectedEOF):

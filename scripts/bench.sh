@@ -220,8 +220,9 @@ mrow "\`run --\` WARN lines of $PROCS processes" "$NCCLRUN" run -- cat "$MANY"
 mrow "\`run --\` mixed at $RATE/s" "$NCCLRUN" run -- "$B" pace -rate "$RATE" "$MIXED"
 mrow "\`explain\` $(hsize "$(size "$INFO")") of INFO lines" "$NCCLRUN" explain "$INFO"
 mrow "\`explain\` WARN lines of $PROCS processes" "$NCCLRUN" explain "$MANY"
-# Compressed input: the decoder keeps its window or dictionary (at most
-# explain's 8 MiB cap) for the whole input, on top of the rows above.
+# Compressed input: the zstd decoder keeps its window (at most explain's
+# 2 MiB cap, and 1 MiB more) for the whole input, on top of the rows above;
+# a larger window is refused by the frame's header.
 head -c 64M "$MIXED" >"$tmp/mixed64.log"
 crow() {
   local label=$1 file=$2 k
@@ -231,12 +232,13 @@ crow() {
 }
 : >"$tmp/rss.compressed"
 if command -v zstd >/dev/null 2>&1; then
-  zstd -q -3 --long=23 -c "$tmp/mixed64.log" >"$tmp/mixed.zst"
-  crow "\`explain\` zstd --long=23 (8 MiB window)" "$tmp/mixed.zst"
-fi
-if command -v xz >/dev/null 2>&1; then
-  xz -6 -T1 -c "$tmp/mixed64.log" >"$tmp/mixed.xz"
-  crow "\`explain\` xz -6 (8 MiB dictionary)" "$tmp/mixed.xz"
+  zstd -q -3 -c "$tmp/mixed64.log" >"$tmp/mixed.zst"
+  crow "\`explain\` zstd -3 (2 MiB window)" "$tmp/mixed.zst"
+  zstd -q -3 -c "$MANY" >"$tmp/procs.zst"
+  crow "\`explain\` zstd -3 of WARN lines of $PROCS processes" "$tmp/procs.zst"
+  # From a pipe zstd declares the full window: 128 MiB, refused (exit 2).
+  head -c 4M "$MIXED" | zstd -q -19 --long=27 -c >"$tmp/long.zst"
+  crow "\`explain\` zstd -19 --long=27 (128 MiB window, refused)" "$tmp/long.zst"
 fi
 gzip -6 -c "$tmp/mixed64.log" >"$tmp/mixed.gz"
 crow "\`explain\` gzip" "$tmp/mixed.gz"

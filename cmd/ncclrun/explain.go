@@ -47,8 +47,8 @@ func cmdExplain(c *cli.Context, e *env) error {
 // explainInput feeds one input (a file, or stdin for "-") to m, to its
 // end: each input ends a line, so the last line of one never joins the
 // first of the next. An input that cannot be opened, read or decompressed,
-// or that needs more than nccllog.DecoderCap to decompress, is a usage
-// error naming it.
+// that needs more than nccllog.DecoderCap to decompress, or that is xz, is
+// a usage error naming it.
 func explainInput(m *diagnosis.Matcher, name string, stdin io.Reader) error {
 	in, err := nccllog.Open(name, stdin)
 	if err != nil {
@@ -69,16 +69,19 @@ func explainInput(m *diagnosis.Matcher, name string, stdin io.Reader) error {
 }
 
 // inputError is the one-line usage error for an input that could not be
-// read: what went wrong, or by how much it exceeds the decompression cap
-// and how to decompress it instead.
+// read: what went wrong, or why it is not decompressed (a zstd window over
+// the cap, an xz input) and how to decompress it instead.
 func inputError(name string, err error) error {
 	var (
 		ce *nccllog.CapError
+		ue *nccllog.UnsupportedError
 		re *nccllog.ReadError
 	)
 	switch {
 	case errors.As(err, &ce):
 		err = fmt.Errorf("%w (decompress it first: %s -dc FILE | ncclrun explain -)", ce, ce.Format)
+	case errors.As(err, &ue):
+		err = fmt.Errorf("%w (decompress it first: %s -dc FILE | ncclrun explain -)", ue, ue.Format)
 	case errors.As(err, &re):
 		err = re.Err
 	}

@@ -12,8 +12,11 @@ import (
 	"syscall"
 	"testing"
 
+	kzstd "github.com/klauspost/compress/zstd"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/ncclrun/ncclrun/nccllog"
 )
 
 // measured is one run of the real binary with its peak RSS.
@@ -108,4 +111,21 @@ func TestExplainBoundedSummary(t *testing.T) {
 	assert.True(t, d.CountCapped)
 	assert.Len(t, d.Hosts, 1024)
 	assert.True(t, d.HostsCapped)
+
+	// The same log through the zstd decoder, at the largest window it
+	// takes: the same summary, the decoder's history on top of the
+	// matcher's bounded state.
+	var z bytes.Buffer
+	w, err := kzstd.NewWriter(&z, kzstd.WithWindowSize(nccllog.DecoderCap), kzstd.WithEncoderConcurrency(1))
+	require.NoError(t, err)
+	_, err = w.Write(b.Bytes())
+	require.NoError(t, err)
+	require.NoError(t, w.Close())
+	zp := filepath.Join(t.TempDir(), "many.zst")
+	require.NoError(t, os.WriteFile(zp, z.Bytes(), 0o644))
+	rz := runMeasured(t, "explain", "--json", zp)
+	require.Equal(t, 0, rz.code, rz.stderr)
+	assert.JSONEq(t, r.stdout, rz.stdout)
+	t.Logf("explain of zstd: peak RSS %d KiB", rz.maxRSS>>10)
+	assert.Less(t, rz.maxRSS, int64(18<<20), "the 2 MiB window is held with 1 MiB more")
 }

@@ -13,7 +13,6 @@ import (
 
 	kzstd "github.com/klauspost/compress/zstd" // its encoder writes the tests' zstd input
 	"github.com/stretchr/testify/require"
-	"github.com/ulikunitz/xz"
 
 	"github.com/ncclrun/ncclrun/internal/corpus"
 	"github.com/ncclrun/ncclrun/internal/testutil"
@@ -62,7 +61,7 @@ func TestExplainCorpus(t *testing.T) {
 	require.NoError(t, res.Err())
 }
 
-// TestExplainCompressedEqualsPlain: gzip, bzip2, zstd and xz copies (with
+// TestExplainCompressedEqualsPlain: gzip, bzip2 and zstd copies (with
 // misleading names) explain exactly as the plain log, from a file and stdin.
 func TestExplainCompressedEqualsPlain(t *testing.T) {
 	dir := corpusDir(t)
@@ -75,7 +74,6 @@ func TestExplainCompressedEqualsPlain(t *testing.T) {
 	copies := map[string][]byte{
 		"gz.txt":   gzipBytes(t, plain),
 		"zst.log":  zstdBytes(t, plain),
-		"xz.gz":    xzBytes(t, plain),
 		"plain.gz": plain,
 	}
 	if bz, err := exec.LookPath("bzip2"); err == nil {
@@ -165,16 +163,6 @@ func gzipBytes(t *testing.T, b []byte) []byte {
 func zstdBytes(t *testing.T, b []byte) []byte {
 	var buf bytes.Buffer
 	w, err := kzstd.NewWriter(&buf)
-	require.NoError(t, err)
-	_, err = w.Write(b)
-	require.NoError(t, err)
-	require.NoError(t, w.Close())
-	return buf.Bytes()
-}
-
-func xzBytes(t *testing.T, b []byte) []byte {
-	var buf bytes.Buffer
-	w, err := xz.NewWriter(&buf)
 	require.NoError(t, err)
 	_, err = w.Write(b)
 	require.NoError(t, err)

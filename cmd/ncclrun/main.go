@@ -54,10 +54,9 @@ func setMemoryLimit() {
 }
 
 // allowDecoder raises ncclrun's own memory limit by what a decoder of
-// compressed input may hold (its window or dictionary, up to nccllog.DecoderCap):
-// that history is live for the whole input, and with the limit at what is
-// live the collector ran ~700 times a second (explain of an xz -6 log
-// twice as slow) and kept the RSS no lower.
+// compressed input may hold (its zstd window, up to nccllog.DecoderCap):
+// that history is live for the whole input, so the limit would otherwise
+// make the collector run harder for no lower RSS.
 func allowDecoder() {
 	if ownMemoryLimit {
 		debug.SetMemoryLimit(memoryLimit + nccllog.DecoderCap)
