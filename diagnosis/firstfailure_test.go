@@ -245,9 +245,15 @@ func TestGenericAfterException(t *testing.T) {
 		"[rank1]:  what():  [PG 0 Rank 1] Process group watchdog thread terminated with exception: NCCL error: unhandled cuda error",
 	}, "\n")+"\n", Facts{})
 	assert.Empty(t, ds)
-	// The same generic error without the exception before it stays.
-	ds = explainString(t, "[rank1]:terminate called after throwing an instance of 'c10::DistBackendError'\n", Facts{})
+	// The same generic error without the exception before it stays. It
+	// is the what() line that says so: the abort banner before it only
+	// restates the exception's type and is no sighting of its own.
+	ds = explainString(t, strings.Join([]string{
+		"[rank1]:terminate called after throwing an instance of 'c10::DistBackendError'",
+		"[rank1]:  what():  [PG 0 Rank 1] Process group watchdog thread terminated with exception: NCCL error: unhandled cuda error",
+	}, "\n")+"\n", Facts{})
 	assert.Equal(t, []string{"nccl-error"}, ids(ds))
+	assert.Empty(t, explainString(t, "[rank1]:terminate called after throwing an instance of 'c10::DistBackendError'\n", Facts{}))
 }
 
 // TestRemoteCheckAllocationFree: telling this host's raw NCCL lines from
