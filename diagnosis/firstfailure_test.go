@@ -190,10 +190,16 @@ func TestRemoteHostFacts(t *testing.T) {
 
 // TestGlooTitle: a Gloo failure is titled as Gloo's, not NCCL's.
 func TestGlooTitle(t *testing.T) {
-	ds := explainString(t, "RuntimeError: [enforce fail at ../third_party/gloo/gloo/transport/tcp/device.cc:84] ifa != nullptr. Unable to find address for: eth9\n", Facts{})
-	require.Equal(t, []string{"socket-interface"}, ids(ds))
-	assert.True(t, strings.HasPrefix(ds[0].Title, "Gloo"), ds[0].Title)
-	ds = explainString(t, "h:1:2 [0] NCCL WARN Bootstrap : no socket interface found\n", Facts{})
+	for _, line := range []string{
+		"RuntimeError: [enforce fail at ../third_party/gloo/gloo/transport/tcp/device.cc:84] ifa != nullptr. Unable to find address for: eth9",
+		"RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:799] connect [127.0.1.1]:45678: Connection refused",
+		"RuntimeError: [enforce fail at ../third_party/gloo/gloo/transport/tcp/device.cc:230] ss1.ss_family == ss2.ss_family. 2 vs 10",
+	} {
+		ds := explainString(t, line+"\n", Facts{})
+		require.Equal(t, []string{"socket-interface"}, ids(ds), line)
+		assert.True(t, strings.HasPrefix(ds[0].Title, "Gloo"), ds[0].Title)
+	}
+	ds := explainString(t, "h:1:2 [0] NCCL WARN Bootstrap : no socket interface found\n", Facts{})
 	require.Equal(t, []string{"socket-interface"}, ids(ds))
 	assert.True(t, strings.HasPrefix(ds[0].Title, "NCCL"), ds[0].Title)
 }
