@@ -2,6 +2,7 @@ package diagnosis
 
 import (
 	"fmt"
+	"net"
 	"sort"
 	"strings"
 )
@@ -112,7 +113,7 @@ func (m *Matcher) snapshot(st *state) Diagnosis {
 		d.Cause += " Lost: " + strings.Join(d.Peers, ", ") + "."
 		// The failure is on the peer that went away, not on the survivor
 		// that printed it.
-		ff := &Place{Host: peerHost(d.Peers[0])}
+		ff := &Place{Host: shortHost(peerHost(d.Peers[0]))}
 		if d.FirstFailure != nil {
 			ff.Time = d.FirstFailure.Time
 		}
@@ -192,6 +193,20 @@ func peerHost(peer string) string {
 	h, port, _ := strings.Cut(peer, ":")
 	if port == "" || strings.Trim(port, "0123456789") != "" {
 		return peer
+	}
+	return h
+}
+
+// shortHost is a host name cut at its first '.', as NCCL's line prefix
+// names hosts (gethostname's short name), so that a lost peer a survivor
+// names by its fully qualified name is the host of that peer's own
+// lines; an IP address stays whole.
+func shortHost(h string) string {
+	if net.ParseIP(h) != nil {
+		return h
+	}
+	if i := strings.IndexByte(h, '.'); i > 0 {
+		return h[:i]
 	}
 	return h
 }

@@ -240,6 +240,14 @@ func TestFoldedPeerLost(t *testing.T) {
 	ds = m.Diagnoses()
 	require.Len(t, ds, 1)
 	assert.Equal(t, 1, ds[0].Count)
+
+	// A peer named by its fully qualified name is the host of its own
+	// NCCL lines, which carry the short name.
+	m = NewMatcher(Facts{})
+	require.NoError(t, FeedReader(m, strings.NewReader("RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:598] Connection closed by peer [worker-2.job.default.svc.cluster.local]:29500\n")))
+	f = m.FirstFailure()
+	require.NotNil(t, f)
+	assert.Equal(t, "worker-2", f.Host)
 }
 
 // TestGenericAfterException: a user kernel's CUDA fault that the
