@@ -324,6 +324,7 @@ type cpattern struct {
 	after        map[string]bool // entry's After plus the pattern's
 	needs        []needTerm      // Needs resolved (needsHold)
 	peerGroup    int             // index of the "peer" group in re, -1 none (or not compiled yet)
+	rankGroups   []int           // indices of the "rank" groups in re: the rank waited for
 	grams        []uint32        // one gram per literal (gram.go)
 	gramsOK      bool            // false: a literal is shorter than a gram
 }
@@ -661,6 +662,11 @@ func (p *cpattern) compileRegexps() error {
 	}
 	p.re, p.rePre, p.reEnd, p.branches = re, literalPrefix(re), endBytes(t), branches
 	p.peerGroup = re.SubexpIndex("peer")
+	for i, n := range re.SubexpNames() {
+		if n == "rank" {
+			p.rankGroups = append(p.rankGroups, i)
+		}
+	}
 	for _, n := range p.Not {
 		nre, err := regexp.Compile(n)
 		if err != nil {

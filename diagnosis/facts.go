@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -57,6 +58,20 @@ func (m *Matcher) snapshot(st *state) Diagnosis {
 			}
 			if src.p.Note != "" {
 				d.Cause += " " + src.p.Note
+			}
+			if r, list, ok := src.p.waitedFor(src.firstLine); ok {
+				// A timeout that names the rank it waited for: that
+				// rank is where the failure is, not the waiting one.
+				ff := &Place{Rank: &r}
+				if d.FirstFailure != nil {
+					ff.Time = d.FirstFailure.Time
+				}
+				d.FirstFailure = ff
+				if strings.Contains(list, ",") {
+					d.Cause += " The ranks waited for ranks " + list + "."
+				} else {
+					d.Cause += " The ranks waited for rank " + list + "."
+				}
 			}
 		}
 	}
@@ -209,4 +224,23 @@ func shortHost(h string) string {
 		return h[:i]
 	}
 	return h
+}
+
+// waitedFor returns the rank a timeout line names as the one waited for
+// (the pattern's "rank" groups: a monitored barrier's stragglers, the
+// rank whose unique id the store did not get): the first, and the list
+// as printed.
+func (p *cpattern) waitedFor(line string) (int, string, bool) {
+	if len(p.rankGroups) == 0 {
+		return 0, "", false
+	}
+	sm := p.regexp().FindStringSubmatch(line)
+	for _, g := range p.rankGroups {
+		if g < len(sm) && sm[g] != "" {
+			first, _, _ := strings.Cut(sm[g], ",")
+			r, err := strconv.Atoi(first)
+			return r, sm[g], err == nil
+		}
+	}
+	return 0, "", false
 }

@@ -327,3 +327,38 @@ func TestFoldedPeerLostNotAnnounced(t *testing.T) {
 	require.NotNil(t, d)
 	assert.Equal(t, "peer-lost", d.ID)
 }
+
+// TestTimeoutNamesRankWaitedFor: a store or barrier timeout that names
+// the rank it waited for has that rank as its first failure, not the
+// rank that printed it.
+func TestTimeoutNamesRankWaitedFor(t *testing.T) {
+	tests := []struct {
+		line string
+		rank int
+		says string
+	}{
+		{"[rank0]:RuntimeError: [Rank 0]: Rank 6 failed to pass monitoredBarrier in 600000 ms", 6, "rank 6."},
+		{"[rank0]:RuntimeError: [Rank 0]: Ranks 6, 7 failed to pass monitoredBarrier in 600000 ms", 6, "ranks 6, 7."},
+		{"[rank3]:[E1205 10:00:00.000000 ProcessGroupNCCL.cpp:1] [PG 0 Rank 3] retrieving ncclUniqueId from [0] via c10d key-value store by key '0', but store->get('0') got error: wait timeout after 1800000ms, keys: /default_pg/0//cuda//0", 0, "rank 0."},
+	}
+	for _, tt := range tests {
+		m := NewMatcher(Facts{})
+		require.NoError(t, FeedReader(m, strings.NewReader(tt.line+"\n")))
+		f := m.FirstFailure()
+		require.NotNil(t, f, tt.line)
+		assert.Equal(t, "collective-timeout", f.ID)
+		require.NotNil(t, f.Rank, tt.line)
+		assert.Equal(t, tt.rank, *f.Rank, tt.line)
+		assert.Empty(t, f.Host)
+		ds := m.Diagnoses()
+		require.Len(t, ds, 1)
+		assert.True(t, strings.HasSuffix(ds[0].Cause, "waited for "+tt.says), ds[0].Cause)
+	}
+	// A timeout that names no rank keeps the place of its line.
+	m := NewMatcher(Facts{})
+	require.NoError(t, FeedReader(m, strings.NewReader("[rank2]:torch.distributed.DistStoreError: Timed out after 901 seconds waiting for clients. 3/4 clients joined.\n")))
+	f := m.FirstFailure()
+	require.NotNil(t, f)
+	require.NotNil(t, f.Rank)
+	assert.Equal(t, 2, *f.Rank)
+}
