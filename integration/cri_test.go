@@ -208,7 +208,7 @@ func TestCRIScenarios(t *testing.T) {
 	}
 	t.Logf("CRI table:\n%s", criTable())
 	if !t.Failed() {
-		checkReadmeCRIRows(t)
+		checkDocCRIRows(t)
 	}
 }
 
