@@ -337,7 +337,7 @@ func waitReady(t *testing.T, lines <-chan string, out io.Writer) {
 	}
 }
 
-// Promise (issue 12.4): SIGTERM with workers that ignore it: torchrun sends
+// Promise: SIGTERM with workers that ignore it: torchrun sends
 // them SIGTERM, waits its 30 s, SIGKILLs them and exits 1; through ncclrun
 // (default --kill-after) it is not killed mid-way, and ncclrun exits as
 // torchrun does. Both shut down side by side (30 s each).

@@ -501,7 +501,7 @@ func TestEveryExampleIsTested(t *testing.T) {
 		"kubernetes/c-node-memlock/containerd-memlock.conf": true, "kubernetes/c-node-memlock/crio-memlock.conf": true,
 		"kubernetes/c-node-memlock/crio-ulimits.conf": true,
 		"kubernetes/d-nri-ulimit/containerd-nri.toml": true,
-		// The trap, kept for lint (TestExamplesLint and the README).
+		// The trap, kept for lint (TestExamplesLint and docs/lint.md).
 		"kubernetes/seed-trap.yaml": true}
 	for _, m := range manifests {
 		tested[m.file] = true

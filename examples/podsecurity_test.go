@@ -119,7 +119,7 @@ func podSecurityLevel(spec corev1.PodSpec) (string, []string) {
 }
 
 // psaLevels is the Pod Security level each manifest needs; a manifest that
-// needs `privileged` must say so in its comments (issue 14 item 5).
+// needs `privileged` must say so in its comments.
 var psaLevels = map[string]string{
 	"kubernetes/a-root-drop-to-user.yaml": psaPrivileged,
 	"kubernetes/b-nonroot-filecap.yaml":   psaPrivileged,

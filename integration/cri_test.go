@@ -75,7 +75,7 @@ var criScenarios = []criScenario{
 		WantMemlock: "fail", WantVia: "none", WantChildUID: 1000, WantDiagnosis: "memlock",
 	},
 	{
-		// Item 1 of issue 14: no KUBERNETES_* variables, no
+		// No KUBERNETES_* variables, no
 		// service-account mount; the cgroup path still says kubepods.
 		Name: "cri-trap-no-kube-env", Memlock: 65536, Sec: seedSec, Launch: "exec", NoKube: true,
 		RawUID: 1000, RawIPC: ipc{Bnd: true},
@@ -208,7 +208,7 @@ func TestCRIScenarios(t *testing.T) {
 	}
 	t.Logf("CRI table:\n%s", criTable())
 	if !t.Failed() {
-		checkReadmeCRIRows(t)
+		checkDocCRIRows(t)
 	}
 }
 

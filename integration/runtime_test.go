@@ -68,6 +68,6 @@ func TestRuntimeFacts(t *testing.T) {
 	}
 	// TestNcclrunScenarios ran before (file order): the rows are complete.
 	if !t.Failed() {
-		checkReadmeDockerRows(t)
+		checkDocDockerRows(t)
 	}
 }

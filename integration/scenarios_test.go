@@ -51,7 +51,7 @@ type scenario struct {
 
 const unlimited = -1
 
-// scenarios are the platforms of issue 8, in the order of docs/containers.md.
+// scenarios are the Docker platforms, in the order of docs/containers.md.
 var scenarios = []scenario{
 	{
 		Name:        "default",

@@ -124,13 +124,13 @@ func dockerTableLocked() string {
 	return b.String()
 }
 
-// checkReadmeDockerRows compares README's Docker rows with this run's,
-// where the host is the README's: dockerd's containerd at 8 MiB and an
-// engine without CAP_SYS_RESOURCE. Rows not fully run are not compared.
-func checkReadmeDockerRows(t *testing.T) {
+// checkDocDockerRows compares docs/containers.md's Docker rows with this
+// run's, where the host is the one the page shows: dockerd's containerd at
+// 8 MiB and an engine without CAP_SYS_RESOURCE. Rows not fully run are not compared.
+func checkDocDockerRows(t *testing.T) {
 	t.Helper()
 	if soft, hard, ok := daemonMemlock(); !ok || soft != 8<<20 || hard != 8<<20 || engineCanRaiseLimits() {
-		t.Logf("this engine is not the README's (containerd memlock 8 MiB, no CAP_SYS_RESOURCE): Docker rows not compared")
+		t.Logf("this engine is not docs/containers.md's (containerd memlock 8 MiB, no CAP_SYS_RESOURCE): Docker rows not compared")
 		return
 	}
 	tableMu.Lock()
@@ -141,7 +141,7 @@ func checkReadmeDockerRows(t *testing.T) {
 		complete[s.Name] = ran || noStart[s.Name] != ""
 	}
 	tableMu.Unlock()
-	rows := readmeRows(t)
+	rows := docRows(t)
 	for _, l := range strings.Split(tbl, "\n") {
 		if !strings.HasPrefix(l, "| ") || strings.HasPrefix(l, "| scenario") {
 			continue
@@ -150,7 +150,7 @@ func checkReadmeDockerRows(t *testing.T) {
 		if !complete[name] {
 			continue
 		}
-		assert.Equal(t, l, rows[name], "README.md's row for %s is not what the Docker suite saw: update it from this run", name)
+		assert.Equal(t, l, rows[name], "docs/containers.md's row for %s is not what the Docker suite saw: update it from this run", name)
 	}
 }
 
@@ -223,33 +223,37 @@ func criTableLocked() string {
 	return b.String()
 }
 
-// readmeRows returns the rows of the tables in README.md's "What real
-// containers do" section, by scenario (first cell).
-func readmeRows(t *testing.T) map[string]string {
+// docRows returns the rows of docs/containers.md's scenario tables (those
+// under the suite's tableHeader: Docker's and the CRI's), by scenario
+// (first cell).
+func docRows(t *testing.T) map[string]string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
+	b, err := os.ReadFile(filepath.Join(repoRoot, "docs", "containers.md"))
 	require.NoError(t, err)
-	_, sec, ok := strings.Cut(string(b), "\n## What real containers do\n")
-	require.True(t, ok, "README.md has no \"What real containers do\" section")
-	if i := strings.Index(sec, "\n## "); i >= 0 {
-		sec = sec[:i]
-	}
+	header, _, _ := strings.Cut(tableHeader, "\n")
 	rows := map[string]string{}
-	for _, l := range strings.Split(sec, "\n") {
-		if !strings.HasPrefix(l, "| ") || strings.HasPrefix(l, "| scenario |") {
-			continue
+	in, tables := false, 0
+	for _, l := range strings.Split(string(b), "\n") {
+		switch {
+		case l == header:
+			in = true
+			tables++
+		case !strings.HasPrefix(l, "|"):
+			in = false
+		case in && !strings.HasPrefix(l, "|---"):
+			name := strings.TrimSpace(strings.Split(l, "|")[1])
+			rows[name] = l
 		}
-		name := strings.TrimSpace(strings.Split(l, "|")[1])
-		rows[name] = l
 	}
+	require.Equal(t, 2, tables, "docs/containers.md has the Docker and the CRI scenario tables")
 	return rows
 }
 
-// TestReadmeContainerRowsHaveTests: every row of README's containers
-// tables is a scenario this suite runs (Docker's scenarios or
+// TestDocContainerRowsHaveTests: every row of docs/containers.md's
+// scenario tables is a scenario this suite runs (Docker's scenarios or
 // criScenarios), so no row is there without a test behind it; and every
 // scenario has its row.
-func TestReadmeContainerRowsHaveTests(t *testing.T) {
+func TestDocContainerRowsHaveTests(t *testing.T) {
 	known := map[string]bool{}
 	for _, s := range scenarios {
 		known[s.Name] = true
@@ -257,30 +261,31 @@ func TestReadmeContainerRowsHaveTests(t *testing.T) {
 	for _, s := range criScenarios {
 		known[s.Name] = true
 	}
-	rows := readmeRows(t)
+	rows := docRows(t)
 	for name := range rows {
-		assert.True(t, known[name], "README row %q is no scenario of the suite", name)
+		assert.True(t, known[name], "docs/containers.md row %q is no scenario of the suite", name)
 	}
 	for name := range known {
-		assert.Contains(t, rows, name, "scenario %q has no README row", name)
+		assert.Contains(t, rows, name, "scenario %q has no row in docs/containers.md", name)
 	}
 }
 
-// checkReadmeCRIRows compares README's CRI rows with what this run saw;
+// checkDocCRIRows compares docs/containers.md's CRI rows with what this
+// run saw;
 // rows whose limit is the test's own (-8m) only where that is 8 MiB.
-func checkReadmeCRIRows(t *testing.T) {
+func checkDocCRIRows(t *testing.T) {
 	t.Helper()
-	rows := readmeRows(t)
+	rows := docRows(t)
 	for _, l := range strings.Split(criTable(), "\n") {
 		if !strings.HasPrefix(l, "| cri-") {
 			continue
 		}
 		name := strings.TrimSpace(strings.Split(l, "|")[1])
 		if strings.HasSuffix(name, "-8m") && selfMemlock() != 8<<20 {
-			t.Logf("%s: this run inherits %s, README shows 8 MiB; not compared", name, fmtLimit(selfMemlock()))
+			t.Logf("%s: this run inherits %s, docs/containers.md shows 8 MiB; not compared", name, fmtLimit(selfMemlock()))
 			continue
 		}
-		assert.Equal(t, l, rows[name], "README.md's row for %s is not what the CRI suite saw: update it from this run", name)
+		assert.Equal(t, l, rows[name], "docs/containers.md's row for %s is not what the CRI suite saw: update it from this run", name)
 	}
 }
 

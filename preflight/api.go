@@ -166,7 +166,7 @@ type Options struct {
 	Plan Plan
 }
 
-// DefaultMinMemlock is the default of --min-memlock; see README for why.
+// DefaultMinMemlock is the default of --min-memlock; docs/preflight.md says why.
 const DefaultMinMemlock int64 = 1 << 30
 
 // CommandState is what CMD will run with (capabilities.details.command).

@@ -320,7 +320,7 @@ func wordMemlock(c credFacts, p cmdPlan, pv pinrule.Verdict, min int64, kind Pla
 		v.summary = fmt.Sprintf("%s and CAP_IPC_LOCK is in the bounding set only for %s%s", limWord, who, cannot)
 		v.fix = "Kubernetes and Docker do not raise an added capability into a non-root user's ambient set (kubernetes/kubernetes#56374), so `capabilities.add: [IPC_LOCK]` or `--cap-add IPC_LOCK` has no effect for " + who
 		if kind == Kubernetes {
-			// Issue 14 item 3: the CRI spec held it in permitted too.
+			// The CRI spec holds it in permitted too.
 			v.fix += " (the CRI runtime put IPC_LOCK in the bounding, permitted and effective sets of the container's first process; a non-root exec keeps only the bounding set unless the exec'd file carries the capability, which is why ncclrun's cap_ipc_lock+p works)"
 		}
 		v.fix += ". Fix: " + fix
@@ -366,7 +366,7 @@ func checkMemlock(s sysRoot, opts Options, c credFacts, p cmdPlan, kind Platform
 		min = DefaultMinMemlock
 	}
 	devs, _ := s.list("sys/class/infiniband")
-	// Issue 12 item 1: memlock matters only where NCCL registers memory
+	// Memlock matters only where NCCL registers memory
 	// with an HCA, unless the user asked for the verdict: --min-memlock,
 	// --probe, or --memlock/--drop-cap IPC_LOCK reproducing a container.
 	judge := opts.MinMemlock > 0 || opts.Probe > 0 || p.limitPlan || p.dropped
@@ -500,7 +500,7 @@ func checkCapabilities(c credFacts, p cmdPlan, v memlockVerdict, kind Platform) 
 		return r
 	}
 	if v.cause {
-		// Issue 14 item 4: the capabilities verdict follows the memlock
+		// The capabilities verdict follows the memlock
 		// decision; one cause makes one failure, so this one warns.
 		r.Status = Warn
 		r.Fix = v.fix

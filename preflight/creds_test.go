@@ -99,7 +99,7 @@ func TestRealCredentialStates(t *testing.T) {
 		want: want{memlock: Fail, rule: ruleK8sTrap, via: "none", uid: 1000, cmdUID: 1000,
 			ipcLock: CapSets{Bounding: true}, probeOK: false, capsStatus: Warn},
 	}, {
-		// Issue 14 item 4: nothing added, IPC_LOCK not even in the bounding
+		// Nothing added, IPC_LOCK not even in the bounding
 		// set: memlock fails as in the trap, and capabilities warns as in it.
 		name:    "uid 1000, drop ALL, nothing added",
 		setpriv: []string{"--reuid", "1000", "--regid", "1000", "--clear-groups", "--inh-caps=-all", "--bounding-set", "-all"},
@@ -200,7 +200,7 @@ func TestRealCredentialStates(t *testing.T) {
 			assert.Equal(t, tc.want.via != "none", cmdState["ipc_lock_effective"])
 			assert.Equal(t, tc.want.ambient, out.Ambient)
 			if tc.want.rule == ruleNNPFileCap && out.Report.Environment.Kind != "docker" {
-				// Issue 14 item 3: the file capability is already there;
+				// The file capability is already there;
 				// the fix is the way ncclrun is started, not another setcap.
 				assert.NotContains(t, mem.Fix, "setcap")
 				assert.Contains(t, mem.Fix, "exec form")
@@ -216,8 +216,8 @@ func TestRealCredentialStates(t *testing.T) {
 	}
 }
 
-// TestRealCredentialsWithoutRDMA: issue 12 item 1 in real credential
-// states. On a node without any RDMA device, with no --probe and no
+// TestRealCredentialsWithoutRDMA: memlock not judged without RDMA, in
+// real credential states. On a node without any RDMA device, with no --probe and no
 // --min-memlock, the trap and a user without any capability fail nothing:
 // memlock is skip with the reason, capabilities ok.
 func TestRealCredentialsWithoutRDMA(t *testing.T) {

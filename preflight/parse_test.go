@@ -338,8 +338,8 @@ func TestEnvironmentDetection(t *testing.T) {
 		{"kubernetes by service account", "k8s-trap", nil, "kubernetes", []string{"var/run/secrets/kubernetes.io/serviceaccount exists", "proc/1/cgroup mentions kubepods", "proc/1/cgroup mentions containerd"}},
 		{"kubernetes by every kubelet variable", "ib-node", []string{"KUBERNETES_SERVICE_HOST=10.96.0.1", "KUBERNETES_SERVICE_PORT=443", "KUBERNETES_PORT=tcp://10.96.0.1:443"}, "kubernetes",
 			[]string{"KUBERNETES_SERVICE_HOST is set", "KUBERNETES_SERVICE_PORT is set", "KUBERNETES_PORT is set"}},
-		// Issue 14 item 1: no variables, no service account, a kubepods
-		// cgroup: a pod, not Docker.
+		// No variables, no service account, a kubepods cgroup: a pod, not
+		// Docker.
 		{"kubernetes by the cgroup alone", "k8s-cgroup-only", nil, "kubernetes", []string{"proc/self/cgroup mentions kubepods"}},
 		{"kubernetes by the kubelet's mounts", "k8s-kubelet-mounts", nil, "kubernetes", []string{"proc/self/mountinfo: /etc/hosts is mounted from the kubelet's pod directory"}},
 		{"kubernetes: pod hostname beside a CRI cgroup", "ib-node-containerd", []string{"HOSTNAME=train-worker-x7k2q"}, "kubernetes",

@@ -6,8 +6,8 @@ import (
 	"github.com/stretchr/testify/assert"
 )
 
-// TestNNPFileCapWords is issue 14 item 3 for a platform that honours the
-// file capability in exec form (Kubernetes/CRI): ncclrun carries
+// TestNNPFileCapWords: on a platform that honours the file capability in
+// exec form (Kubernetes/CRI), ncclrun carries
 // cap_ipc_lock+p but a shell under no_new_privs lost it, so the fix is
 // the exec form (or dropping the shell), never another setcap.
 func TestNNPFileCapWords(t *testing.T) {
@@ -33,8 +33,7 @@ func TestNNPFileCapWords(t *testing.T) {
 	assert.NotContains(t, v.fix, "exec form")
 }
 
-// TestTrapFixSaysBothSets is issue 14 item 3's last point: on Kubernetes
-// the trap's words say the CRI spec held IPC_LOCK in permitted too.
+// TestTrapFixSaysBothSets: on Kubernetes the trap's words say the CRI spec held IPC_LOCK in permitted too.
 func TestTrapFixSaysBothSets(t *testing.T) {
 	c := credFacts{status: procStatus{UID: 1000, GID: 1000, Bnd: 1 << capIPCLock}, memlock: Rlimit{Soft: 65536, Hard: 65536}}
 	p := planCommand(newRoot(t.TempDir()), c, Plan{}, "kubernetes")

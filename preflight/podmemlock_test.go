@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 )
 
-// Issue 14 item 5: in a pod, doctor's memlock fix gives the way that needs
+// In a pod, doctor's memlock fix gives the way that needs
 // no capability (Pod Security baseline and restricted namespaces): the
 // per-pod limit from NRI's ulimit-adjuster, besides LimitMEMLOCK=infinity
 // on the node. Docker and hosts are not told about pod annotations.

@@ -33,7 +33,7 @@ var faults = map[string]func(t *testing.T, p string){
 	"huge": func(t *testing.T, p string) {
 		require.NoError(t, os.WriteFile(p, []byte(strings.Repeat("7", 1<<20)), 0o644))
 	},
-	// Issue 12 item 8: a tree is untrusted. A FIFO would block a reader
+	// A tree is untrusted. A FIFO would block a reader
 	// for ever, /dev/zero would fill memory: neither is opened.
 	"fifo": func(t *testing.T, p string) {
 		require.NoError(t, os.Remove(p))

@@ -261,7 +261,7 @@ func TestPlans(t *testing.T) {
 			memlock: Fail, caps: OK, rule: ruleNoIPCLock, via: "none", cmdUID: 1000, summaryIn: "uid 1000 has no CAP_IPC_LOCK"},
 		{name: "file capability +p on ncclrun as uid 1000", tree: "nnp", files: map[string]string{"proc/self/status": "Uid:\t1000\t1000\t1000\t1000\nGid:\t1000\t1000\t1000\t1000\nCapInh:\t0000000000000000\nCapPrm:\t0000000000004000\nCapEff:\t0000000000000000\nCapBnd:\t0000000000004000\nCapAmb:\t0000000000000000\nNoNewPrivs:\t1\n"},
 			memlock: OK, caps: OK, rule: ruleAmbient, via: "ambient", ambient: true, cmdUID: 1000, summaryIn: "ambient set"},
-		// Issue 14 item 4: uid 1000 in a container that dropped ALL and
+		// Uid 1000 in a container that dropped ALL and
 		// added nothing fails memlock as the trap does, and the
 		// capabilities verdict follows (warn), as in the trap.
 		{name: "container user without IPC_LOCK in the bounding set", tree: "nnp", files: withRDMA(map[string]string{"proc/self/status": "Uid:\t1000\t1000\t1000\t1000\nGid:\t1000\t1000\t1000\t1000\nCapInh:\t0000000000000000\nCapPrm:\t0000000000000000\nCapEff:\t0000000000000000\nCapBnd:\t0000000000000000\nCapAmb:\t0000000000000000\nNoNewPrivs:\t1\n"}),
@@ -291,7 +291,7 @@ func TestPlans(t *testing.T) {
 }
 
 // withRDMA adds one usable RDMA device (mlx5_0, port 1 ACTIVE, uverbs0) to
-// an overlay, so memlock is judged (issue 12 item 1).
+// an overlay, so memlock is judged.
 func withRDMA(files map[string]string) map[string]string {
 	out := map[string]string{
 		"sys/class/infiniband/mlx5_0/ports/1/state":                         "4: ACTIVE\n",
@@ -307,7 +307,7 @@ func withRDMA(files map[string]string) map[string]string {
 	return out
 }
 
-// TestNoRDMANotJudged: issue 12 item 1. Without any RDMA device NCCL uses
+// TestNoRDMANotJudged: without any RDMA device NCCL uses
 // sockets and registers no memory, so memlock is not judged (skip, with
 // the reason and what the rule would say with an HCA) and capabilities
 // does not warn; the same tree with an HCA fails as before.
@@ -378,7 +378,7 @@ func TestProbeResults(t *testing.T) {
 	})
 }
 
-// Promise (issue 12.13): limits that cannot be read are unknown, JSON
+// Promise: limits that cannot be read are unknown, JSON
 // null, in the memlock details and CMD's state, never soft/hard 0.
 func TestUnreadableLimitsAreNull(t *testing.T) {
 	rep := Run(context.Background(), Options{Root: t.TempDir()})

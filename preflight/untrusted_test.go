@@ -41,7 +41,7 @@ func TestTreeEnvironment(t *testing.T) {
 	}
 }
 
-// TestTreeUntrusted (issue 12 item 8): a tree someone sent in may hold a
+// TestTreeUntrusted: a tree someone sent in may hold a
 // FIFO where a file is expected, a link to /dev/zero or out of the tree, a
 // huge file. Run finishes, reads none of them (or a bounded part), and
 // says so once per file.

@@ -158,7 +158,7 @@ func TestDoctorUnderRealCredentials(t *testing.T) {
 		require.Equal(t, float64(65536), jpath(t, mem, "details", "soft"))
 		require.Equal(t, false, jpath(t, mem, "details", "probe_ok"))
 		require.Equal(t, float64(16<<20), jpath(t, mem, "details", "probe_bytes"))
-		// Issue 14 item 3: the probe's error is said once.
+		// The probe's error is said once.
 		require.Equal(t, "mlock 16 MiB: cannot allocate memory", jpath(t, mem, "details", "probe_error"))
 		require.Contains(t, mem["summary"], "failed (mlock 16 MiB: cannot allocate memory)")
 	})

@@ -7,8 +7,8 @@ import (
 	"github.com/ncclrun/ncclrun/preflight"
 )
 
-// transportFacts adds what preflight saw of the transports NCCL could use
-// (issue 13): the RDMA ports usable from CMD's view and the GPUDirect RDMA
+// transportFacts adds what preflight saw of the transports NCCL could use:
+// the RDMA ports usable from CMD's view and the GPUDirect RDMA
 // peer-memory module on the host. With them a "No device found" or a
 // socket/tcp fallback on a node with usable ports is a certain
 // degraded-transport, and "GPU Direct RDMA Disabled" names its cause.

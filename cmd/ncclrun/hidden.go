@@ -49,7 +49,7 @@ func cmdProbeMlock(c *cli.Context, e *env) error {
 	}
 	release, err := pin.Pin(size)
 	if err != nil {
-		// err already says "mlock 16 MiB: ..." (issue 14 item 3).
+		// err already says "mlock 16 MiB: ...": say it once.
 		fprintf(e.stderr, "ncclrun: %v\n", err)
 		return exitWith(1)
 	}

@@ -40,7 +40,7 @@ func agreeSC(lines ...string) string {
 	return s
 }
 
-// TestDoctorAndLintAgree is issue 15's "one decision": for every row of
+// TestDoctorAndLintAgree: doctor and lint make one decision. For every row of
 // internal/pinrule's table that a manifest can express, lint on the
 // manifest and doctor in the state that manifest produces (re-created with
 // prlimit, setpriv, unshare and the cap_ipc_lock+p binary, or a snapshot

@@ -64,7 +64,7 @@ func TestLintStdin(t *testing.T) {
 	assert.Contains(t, r.stdout, `"uri": "<stdin>"`)
 }
 
-// TestLintExamplesDir is `ncclrun lint examples/` as README shows it.
+// TestLintExamplesDir is `ncclrun lint examples/` as the docs show it.
 func TestLintExamplesDir(t *testing.T) {
 	r := ncclrun(t, "lint", "../../examples/")
 	assert.Equal(t, 1, r.code, "the seed's trap is the one error: %s", r.stdout)
@@ -72,19 +72,20 @@ func TestLintExamplesDir(t *testing.T) {
 	assert.Equal(t, 1, strings.Count(r.stdout, " error "), r.stdout)
 }
 
-// TestREADMELintOutput: README's "Lint your manifests" shows the real
-// output (regenerate it with the command it shows, run from the root).
-func TestREADMELintOutput(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
+// TestLintDocOutput: docs/lint.md's "The trap, and its fix, as lint sees
+// them" shows the real output (regenerate it with the command it shows,
+// run from the root).
+func TestLintDocOutput(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/lint.md")
 	require.NoError(t, err)
 	for _, f := range []string{"examples/kubernetes/seed-trap.yaml", "examples/kubernetes/b-nonroot-filecap.yaml"} {
-		_, after, ok := strings.Cut(string(readme), "    ncclrun lint "+f)
-		require.True(t, ok, "README shows `ncclrun lint %s`", f)
+		_, after, ok := strings.Cut(string(doc), "    ncclrun lint "+f)
+		require.True(t, ok, "docs/lint.md shows `ncclrun lint %s`", f)
 		_, block, ok := strings.Cut(after, "```\n")
 		require.True(t, ok)
 		block, _, ok = strings.Cut(block, "```\n")
 		require.True(t, ok)
 		r := invocation{args: []string{"lint", f}, dir: "../.."}.run(t)
-		assert.Equal(t, r.stdout, block, "README's output of `ncclrun lint %s` is stale", f)
+		assert.Equal(t, r.stdout, block, "docs/lint.md's output of `ncclrun lint %s` is stale", f)
 	}
 }

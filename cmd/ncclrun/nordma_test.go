@@ -10,7 +10,7 @@ import (
 	"github.com/ncclrun/ncclrun/internal/testutil"
 )
 
-// TestNoRDMAMemlockNotJudged is issue 12 item 1: on a node without any RDMA
+// TestNoRDMAMemlockNotJudged: on a node without any RDMA
 // device NCCL uses sockets and registers no memory, so a healthy run as a
 // user without CAP_IPC_LOCK under a small limit prints no memlock failure
 // and --strict starts the command; doctor says why memlock is not judged.

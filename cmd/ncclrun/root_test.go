@@ -12,7 +12,7 @@ import (
 	"github.com/ncclrun/ncclrun/preflight"
 )
 
-// TestDoctorRootReadsProcEnviron (issue 11 item 3): a hand-made tree of a
+// TestDoctorRootReadsProcEnviron: a hand-made tree of a
 // Slurm node with SLURM_* only in proc/self/environ, no ncclrun-env, is a
 // Slurm job to doctor --root, whatever the analyst's environment says.
 func TestDoctorRootReadsProcEnviron(t *testing.T) {
@@ -30,7 +30,7 @@ func TestDoctorRootReadsProcEnviron(t *testing.T) {
 	require.Empty(t, r.stderr)
 }
 
-// TestRootTreeUntrusted (issue 12 item 8): doctor, env and run --root on a
+// TestRootTreeUntrusted: doctor, env and run --root on a
 // tree with a FIFO at proc/self/status and ncclrun-env linked to /dev/zero
 // finish (a FIFO opened for reading blocks for ever; /dev/zero read whole
 // fills memory) with one warning line per bad file, and run still runs CMD.

@@ -27,7 +27,7 @@ func sharedDir(t *testing.T) string {
 	return d
 }
 
-// Promise (issue 12.5): a TORCHELASTIC_ERROR_FILE the user set is read
+// Promise: a TORCHELASTIC_ERROR_FILE the user set is read
 // too: its exception is the report's torchrun_error, whatever CMD is (here
 // a script, as when torchrun is started by one).
 func TestTrustUsersTorchrunErrorFileIsRead(t *testing.T) {
@@ -47,7 +47,7 @@ func TestTrustUsersTorchrunErrorFileIsRead(t *testing.T) {
 	assert.NotContains(t, decodeJSON(t, mustRead(t, report)), "torchrun_error")
 }
 
-// Promise (issue 12.9): the files ncclrun reads after CMD exited
+// Promise: the files ncclrun reads after CMD exited
 // (NCCL_DEBUG_FILE's, torchrun's error file), which CMD may have replaced,
 // are read as CMD's user, only when they are regular files reached without
 // a link, within a size bound and a deadline, and CMD's exit status is kept
@@ -105,7 +105,7 @@ func TestTrustHostileFilesAfterExit(t *testing.T) {
 	assert.Equal(t, "RuntimeError: rank 1 failed", jpath(t, rep, "torchrun_error", "message"))
 }
 
-// Promise (issue 12.13): --report and --termination-log are written to a
+// Promise: --report and --termination-log are written to a
 // temporary file renamed into place: a link planted at the path is
 // replaced, not followed; a directory on the way that CMD turned into a
 // link is refused with a warning; the exit status stays CMD's.

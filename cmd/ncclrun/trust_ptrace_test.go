@@ -39,7 +39,7 @@ func init() {
 	os.Exit(0) // exiting detaches
 }
 
-// Promise (issue 12.12): CMD started by the cap_ipc_lock+p binary holds
+// Promise: CMD started by the cap_ipc_lock+p binary holds
 // CAP_IPC_LOCK in its permitted set, so a same-uid tool lacking it cannot
 // ptrace it (EPERM: the kernel wants the tracer's permitted set to include
 // the tracee's); the same tool started through ncclrun's hand-off

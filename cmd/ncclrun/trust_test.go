@@ -15,7 +15,7 @@ import (
 	"github.com/ncclrun/ncclrun/internal/testutil"
 )
 
-// Promise (issue 12.3): `nohup ncclrun -- CMD` behaves as `nohup CMD`: a
+// Promise: `nohup ncclrun -- CMD` behaves as `nohup CMD`: a
 // SIGHUP ignored when ncclrun starts stays ignored for CMD and neither
 // kills ncclrun nor reaches CMD.
 func TestTrustIgnoredSignalStaysIgnored(t *testing.T) {
@@ -41,7 +41,7 @@ func envLines(out string) []string {
 	return l
 }
 
-// Promise (issue 12.10): the cap_ipc_lock+p binary run by uid 1000 (Go's
+// Promise: the cap_ipc_lock+p binary run by uid 1000 (Go's
 // secure mode, which forces GOTRACEBACK=none into its own environment)
 // gives CMD exactly the environment it was given plus what it lists in
 // env_added: GOTRACEBACK as the user set it, or absent; with and without
@@ -88,7 +88,7 @@ func TestTrustCapBinaryKeepsCMDEnvironment(t *testing.T) {
 	}
 }
 
-// Promise (issue 12.11): `--user 1000` as uid 1000 is a no-op, not a
+// Promise: `--user 1000` as uid 1000 is a no-op, not a
 // setgroups that needs CAP_SETGID.
 func TestTrustUserNamingOneselfIsNoOp(t *testing.T) {
 	testutil.RequireRoot(t)
@@ -101,7 +101,7 @@ func TestTrustUserNamingOneselfIsNoOp(t *testing.T) {
 	}
 }
 
-// Promise (issue 12.11): a --memlock hard limit that an unprivileged
+// Promise: a --memlock hard limit that an unprivileged
 // ncclrun cannot set is one line and exit 125 (ExitInternal: CMD cannot
 // be started as asked), with the trampoline's own failure not doubled.
 func TestTrustMemlockWithoutPrivilegeOneLine(t *testing.T) {

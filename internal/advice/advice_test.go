@@ -37,7 +37,7 @@ func TestExpand(t *testing.T) {
 	assert.Equal(t, "no placeholder", got)
 }
 
-// Issue 14 item 5: the per-pod way names the NRI ulimit-adjuster, its
+// The per-pod way names the NRI ulimit-adjuster, its
 // annotation and what the node needs.
 func TestPodMemlockNamesNRI(t *testing.T) {
 	k := Text(PodMemlock, Kubernetes, Who{})

@@ -22,7 +22,7 @@ import (
 )
 
 // MinRight is the share (percent) of expecting cases that must have the
-// right id first (issue 13: 95% of the real logs).
+// right id first (95% of the real logs).
 const MinRight = 95
 
 // Case is one row of cases.json.

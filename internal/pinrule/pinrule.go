@@ -306,7 +306,7 @@ func Decide(c Cred, min int64) Verdict {
 			MinMet: in.MemlockKnown && (in.Memlock.Soft == Unlimited || in.Memlock.Soft >= min)}
 		v.CapabilityCause = v.Status == Fail && r.Cause != nil && r.Cause(in)
 		if v.Status != OK && c.RDMA == No && !c.Judge {
-			// Issue 12 item 1: without an HCA NCCL registers no memory.
+			// Without an HCA NCCL registers no memory.
 			v.Status, v.Judged, v.CapabilityCause = Skip, false, false
 		}
 		return v

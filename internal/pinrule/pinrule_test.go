@@ -82,7 +82,7 @@ func TestNoRDMAGate(t *testing.T) {
 	assert.Equal(t, OK, Decide(c, 1<<30).Status, "ok stays ok")
 }
 
-// TestCapabilityCause is issue 14 item 4: a container user without
+// TestCapabilityCause: a container user without
 // IPC_LOCK at all fails memlock as the trap does, and the capability
 // state is the cause in both; an ordinary host user's is not.
 func TestCapabilityCause(t *testing.T) {
