@@ -11,7 +11,7 @@ import (
 
 // TestCatalogFixesFromAdvice: the memlock and shm fixes are preflight's
 // texts for every platform (internal/advice), not a second copy that can
-// drift (issue 11: Slurm's PropagateResourceLimits vs
+// drift (as Slurm's PropagateResourceLimits vs
 // PropagateResourceLimitsExcept=MEMLOCK).
 func TestCatalogFixesFromAdvice(t *testing.T) {
 	c := DefaultCatalog()

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// blind2Dir holds the second blind suite (issue 4): long multi-host logs
+// blind2Dir holds the second blind suite: long multi-host logs
 // where the root cause is on one host, late or in the middle, among
 // knock-on errors from every other rank; torchrun summaries only; logs
 // that are 95% NCCL INFO with one WARN; healthy long runs; a memlock

@@ -12,7 +12,7 @@ import (
 	"github.com/ncclrun/ncclrun/internal/corpus"
 )
 
-// blind3Dir holds the third blind suite (issue 13): long multi-rank logs
+// blind3Dir holds the third blind suite: long multi-rank logs
 // (8 to 64 ranks on several hosts, torchrun/mpirun/kubectl/srun/pdsh
 // prefixes, INFO noise, the root cause on one host among knock-ons,
 // healthy runs with alarming-looking lines), written from the message

@@ -13,7 +13,7 @@ import (
 
 // blindDir holds the blind suite: logs written from NCCL's message formats
 // (docs/research/nccl-messages.md) and the way users paste them, by someone who
-// had not read catalog.json or the synthetic logs (issue 4).
+// had not read catalog.json or the synthetic logs.
 const blindDir = "testdata/blind"
 
 // TestBlindSuite runs the blind logs with the corpus rules: the first

@@ -144,7 +144,7 @@ func BenchmarkDistinctProcesses(b *testing.B) {
 
 // BenchmarkMatcherFeedWarn feeds WARN-only output (four failure texts
 // from 16 hosts x 64 processes, as a failing job repeats them): the path
-// where every line reaches the patterns (issue 16: 200 MiB/s is the
+// where every line reaches the patterns (100 MiB/s is the
 // target for explain on such logs).
 func BenchmarkMatcherFeedWarn(b *testing.B) {
 	texts := []string{

@@ -20,7 +20,7 @@ import (
 // split them shm/enospc measured 8x, nccl-error/torch 7.6x,
 // net-plugin/plugin-failed and shm/sigbus 6.9x, collective-timeout/
 // watchdog-error 5x (ib-transport/flush took 10x its first alternative
-// alone: issue 16); now at most about 2x.
+// alone); now at most about 2x.
 const patternCostBudget = 4
 
 // TestPatternCost measures every shipped pattern against its reference in
