@@ -38,6 +38,17 @@ func run(ctx context.Context, s sysRoot, opts Options, treeEnvOK bool) Report {
 		merged[k] = v
 	}
 
+	// NCCL's version needs only the variables and the library directories,
+	// and listing those is the slowest part of a start: on the live system
+	// it runs beside the checks before env-sanity. A tree's readers share
+	// its warnings and Record's order, so there it runs in its turn.
+	version := func() NCCLVersion { return ncclVersion(s, merged) }
+	if s.t == nil {
+		ch := make(chan NCCLVersion, 1)
+		go func() { ch <- ncclVersion(s, merged) }()
+		version = func() NCCLVersion { return <-ch }
+	}
+
 	rep := Report{Environment: detectEnvironment(s, env), NCCLConf: confVars}
 	kind := rep.Environment.Kind
 	envRes := checkEnvironment(rep.Environment)
@@ -91,7 +102,7 @@ func run(ctx context.Context, s sysRoot, opts Options, treeEnvOK bool) Report {
 		}},
 		{IDNetwork, func() Result { return checkNetwork(s, merged) }},
 		{IDEnvSanity, func() Result {
-			r, v := checkSanity(s, sanityInput{env: merged, kind: kind, uid: rep.Command.UID, gpus: gpus.count()})
+			r, v := checkSanity(s, sanityInput{env: merged, kind: kind, uid: rep.Command.UID, gpus: gpus.count()}, version())
 			rep.Facts.NCCLVersion = v
 			return r
 		}},
