@@ -39,14 +39,22 @@ func run(ctx context.Context, s sysRoot, opts Options, treeEnvOK bool) Report {
 	}
 
 	// NCCL's version needs only the variables and the library directories,
-	// and listing those is the slowest part of a start: on the live system
-	// it runs beside the checks before env-sanity. A tree's readers share
-	// its warnings and Record's order, so there it runs in its turn.
+	// and listing those is the slowest part of a start; the interfaces
+	// come from netlink, a dump for each. On the live system both run
+	// beside the other checks. A tree's readers share its warnings and
+	// Record's order, so there they run in their turn.
 	version := func() NCCLVersion { return ncclVersion(s, merged) }
+	type ifList struct {
+		ifs []NetInterface
+		err error
+	}
+	netIfs := func() ifList { l, err := interfaces(s); return ifList{l, err} }
 	if s.t == nil {
-		ch := make(chan NCCLVersion, 1)
-		go func() { ch <- ncclVersion(s, merged) }()
-		version = func() NCCLVersion { return <-ch }
+		vch, nch := make(chan NCCLVersion, 1), make(chan ifList, 1)
+		go func() { vch <- ncclVersion(s, merged) }()
+		go func() { l, err := interfaces(s); nch <- ifList{l, err} }()
+		version = func() NCCLVersion { return <-vch }
+		netIfs = func() ifList { return <-nch }
 	}
 
 	rep := Report{Environment: detectEnvironment(s, env), NCCLConf: confVars}
@@ -100,7 +108,7 @@ func run(ctx context.Context, s sysRoot, opts Options, treeEnvOK bool) Report {
 			rep.Facts.GPUDirect = g
 			return r
 		}},
-		{IDNetwork, func() Result { return checkNetwork(s, merged) }},
+		{IDNetwork, func() Result { l := netIfs(); return checkNetwork(l.ifs, l.err, merged) }},
 		{IDEnvSanity, func() Result {
 			r, v := checkSanity(s, sanityInput{env: merged, kind: kind, uid: rep.Command.UID, gpus: gpus.count()}, version())
 			rep.Facts.NCCLVersion = v
