@@ -205,14 +205,18 @@ func localOnly(name string) bool {
 	return strings.HasPrefix(name, "lo") || strings.HasPrefix(name, "docker") || strings.HasPrefix(name, "virbr")
 }
 
-func checkNetwork(s sysRoot, env map[string]string) Result {
-	var ifs []NetInterface
-	var err error
+// interfaces lists the interfaces: liveInterfaces on the live system,
+// snapshotInterfaces under any other root.
+func interfaces(s sysRoot) ([]NetInterface, error) {
 	if s.live {
-		ifs, err = liveInterfaces()
-	} else {
-		ifs, err = snapshotInterfaces(s)
+		return liveInterfaces()
 	}
+	return snapshotInterfaces(s)
+}
+
+// checkNetwork judges the interfaces (interfaces' answer) against the
+// socket variables.
+func checkNetwork(ifs []NetInterface, err error, env map[string]string) Result {
 	if err != nil {
 		return Result{ID: IDNetwork, Status: Skip, Summary: fmt.Sprintf("Network interfaces could not be listed: %v", err)}
 	}

@@ -38,6 +38,25 @@ func run(ctx context.Context, s sysRoot, opts Options, treeEnvOK bool) Report {
 		merged[k] = v
 	}
 
+	// NCCL's version needs only the variables and the library directories,
+	// and listing those is the slowest part of a start; the interfaces
+	// come from netlink, a dump for each. On the live system both run
+	// beside the other checks. A tree's readers share its warnings and
+	// Record's order, so there they run in their turn.
+	version := func() NCCLVersion { return ncclVersion(s, merged) }
+	type ifList struct {
+		ifs []NetInterface
+		err error
+	}
+	netIfs := func() ifList { l, err := interfaces(s); return ifList{l, err} }
+	if s.t == nil {
+		vch, nch := make(chan NCCLVersion, 1), make(chan ifList, 1)
+		go func() { vch <- ncclVersion(s, merged) }()
+		go func() { l, err := interfaces(s); nch <- ifList{l, err} }()
+		version = func() NCCLVersion { return <-vch }
+		netIfs = func() ifList { return <-nch }
+	}
+
 	rep := Report{Environment: detectEnvironment(s, env), NCCLConf: confVars}
 	kind := rep.Environment.Kind
 	envRes := checkEnvironment(rep.Environment)
@@ -89,9 +108,9 @@ func run(ctx context.Context, s sysRoot, opts Options, treeEnvOK bool) Report {
 			rep.Facts.GPUDirect = g
 			return r
 		}},
-		{IDNetwork, func() Result { return checkNetwork(s, merged) }},
+		{IDNetwork, func() Result { l := netIfs(); return checkNetwork(l.ifs, l.err, merged) }},
 		{IDEnvSanity, func() Result {
-			r, v := checkSanity(s, sanityInput{env: merged, kind: kind, uid: rep.Command.UID, gpus: gpus.count()})
+			r, v := checkSanity(s, sanityInput{env: merged, kind: kind, uid: rep.Command.UID, gpus: gpus.count()}, version())
 			rep.Facts.NCCLVersion = v
 			return r
 		}},

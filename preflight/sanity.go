@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path"
 	"regexp"
 	"sort"
@@ -49,7 +50,10 @@ var libVersionName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCo
 
 // ncclVersion learns NCCL's version from the first library directory
 // holding libnccl.so*: a libnccl.so.X.Y.Z name, else "NCCL version X.Y.Z"
-// inside the libnccl.so* it finds, read up to maxLibScan bytes.
+// inside the libnccl.so* it finds, read up to maxLibScan bytes. On the
+// live system a directory that is one already listed (lib and usr/lib
+// under a merged /usr: the same device and inode) is not listed again:
+// listing it again would find the same names.
 func ncclVersion(s sysRoot, env map[string]string) NCCLVersion {
 	var dirs []string
 	for _, d := range strings.Split(env["LD_LIBRARY_PATH"], ":") {
@@ -59,12 +63,26 @@ func ncclVersion(s sysRoot, env map[string]string) NCCLVersion {
 	}
 	dirs = append(dirs, ncclLibDirs...)
 	seen := map[string]bool{}
+	var listed []os.FileInfo // live: the directories listed so far
 	isLib := func(n string) bool { return strings.HasPrefix(n, "libnccl.so") }
+next:
 	for _, d := range dirs {
 		if seen[d] {
 			continue
 		}
 		seen[d] = true
+		if s.live {
+			fi, err := os.Stat(s.path(d))
+			if err != nil {
+				continue // listing it fails too
+			}
+			for _, l := range listed {
+				if os.SameFile(fi, l) {
+					continue next
+				}
+			}
+			listed = append(listed, fi)
+		}
 		names, err := s.list(d, isLib)
 		if err != nil || len(names) == 0 {
 			continue
@@ -149,9 +167,8 @@ type sanityInput struct {
 // NCCL_TOPO_FILE, an NCCL_IB_GID_INDEX without a GID, logind's RemoveIPC,
 // and socket interfaces that NCCL and Gloo choose apart. Where NCCL's
 // version decides, it is read from the library on disk; where it cannot
-// be, the summary says what is assumed.
-func checkSanity(s sysRoot, in sanityInput) (Result, NCCLVersion) {
-	ver := ncclVersion(s, in.env)
+// be, the summary says what is assumed. ver is ncclVersion's answer.
+func checkSanity(s sysRoot, in sanityInput, ver NCCLVersion) (Result, NCCLVersion) {
 	d := map[string]any{}
 	assumed := ""
 	if ver.Known() {

@@ -3,6 +3,8 @@ package preflight
 import (
 	"bytes"
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -203,5 +205,49 @@ func TestCRIOAdvice(t *testing.T) {
 			}
 			assert.Equal(t, "cri-o (systemd cgroup manager)", r.Details["runtime"])
 		}
+	}
+}
+
+// TestNCCLVersionSameDir: on the live system a library directory reached
+// again through a link (lib -> usr/lib, merged /usr) is not listed twice,
+// and the version is the one found when every directory is listed.
+func TestNCCLVersionSameDir(t *testing.T) {
+	cases := []struct {
+		name  string
+		files []string // created empty under the root
+		links map[string]string
+		env   map[string]string
+		want  NCCLVersion
+	}{
+		{name: "merged usr, no library", links: map[string]string{"lib": "usr/lib"},
+			files: []string{"usr/lib/libc.so.6"}},
+		{name: "merged usr, versioned name", links: map[string]string{"lib": "usr/lib"},
+			files: []string{"usr/lib/libnccl.so.2", "usr/lib/libnccl.so.2.21.5"},
+			want:  NCCLVersion{Major: 2, Minor: 21, Patch: 5, From: "usr/lib/libnccl.so.2.21.5"}},
+		{name: "LD_LIBRARY_PATH names a link to a later directory", links: map[string]string{"opt/nccl": "usr/local/lib"},
+			files: []string{"usr/local/lib/libnccl.so.2.19.3"}, env: map[string]string{"LD_LIBRARY_PATH": "/opt/nccl"},
+			want: NCCLVersion{Major: 2, Minor: 19, Patch: 3, From: "opt/nccl/libnccl.so.2.19.3"}},
+		{name: "a link to a directory listed without a library", links: map[string]string{"lib64": "usr/lib64"},
+			files: []string{"usr/lib64/libm.so.6", "lib/libnccl.so.2.28.3"},
+			want:  NCCLVersion{Major: 2, Minor: 28, Patch: 3, From: "lib/libnccl.so.2.28.3"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			for _, f := range tc.files {
+				p := filepath.Join(dir, f)
+				require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+				require.NoError(t, os.WriteFile(p, nil, 0o644))
+			}
+			for l, target := range tc.links {
+				p := filepath.Join(dir, l)
+				require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+				require.NoError(t, os.Symlink(filepath.Join(dir, target), p))
+			}
+			live := sysRoot{dir: dir, live: true}
+			assert.Equal(t, tc.want, ncclVersion(live, tc.env))
+			// Without the live flag every directory is listed: the same answer.
+			assert.Equal(t, tc.want, ncclVersion(sysRoot{dir: dir}, tc.env))
+		})
 	}
 }
