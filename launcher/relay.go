@@ -135,9 +135,7 @@ func (ls *lineSplitter) finish() {
 	}
 }
 
-// tapChunk is whole lines of one stream, each ending in a newline. It
-// travels by value: the relay allocates nothing per read but the
-// buffers of small chunks.
+// tapChunk is whole lines of one stream, each ending in a newline.
 type tapChunk struct {
 	s      Stream
 	p      []byte
@@ -156,11 +154,11 @@ func (c *tapChunk) held() int64 {
 // tapBufSize is the size of the tap's reused buffers: a read and a
 // carried line. A chunk of less than tapBufMin bytes gets a buffer of its
 // own size instead, so that the queue's bounds hold the lines of a child
-// that writes a line at a time. The buffers are kept on a free list of
-// as many as the queue and its reserve can hold, not in a sync.Pool: the
+// that writes a line at a time. The buffers wait on a free list of as
+// many as the queue and its reserve can hold, not in a sync.Pool: the
 // memory limit makes the collector run often during a burst, and a pool
-// emptied at each cycle would make each read allocate 200 KiB again,
-// which runs the collector more (its assists then land on the relay).
+// emptied at each cycle makes reads allocate buffers again, which runs
+// the collector more, its assists landing on the relay.
 const (
 	tapBufSize = relayReadSize + MaxLine + 1
 	tapBufMin  = 16 << 10
@@ -173,7 +171,7 @@ const (
 // reserve; past the reserve it counts the lines lost.
 type tap struct {
 	to     Tap
-	ch     chan tapChunk
+	ch     chan *tapChunk
 	queued atomic.Int64 // bytes held by the chunks in ch
 	bufs   chan *[]byte // free buffers of tapBufSize
 	done   chan struct{}
@@ -185,28 +183,28 @@ type tap struct {
 }
 
 func newTap(to Tap) *tap {
-	t := &tap{to: to, ch: make(chan tapChunk, 2*tapQueueLen), bufs: make(chan *[]byte, tapBufFree), done: make(chan struct{}), drainTime: tapDrainTime}
+	t := &tap{to: to, ch: make(chan *tapChunk, 2*tapQueueLen), bufs: make(chan *[]byte, tapBufFree), done: make(chan struct{}), drainTime: tapDrainTime}
 	go t.consume()
 	return t
 }
 
 // chunk returns an empty chunk of s with room for n bytes.
-func (t *tap) chunk(s Stream, n int) tapChunk {
+func (t *tap) chunk(s Stream, n int) *tapChunk {
 	if n < tapBufMin {
-		return tapChunk{s: s, p: make([]byte, 0, n)}
+		return &tapChunk{s: s, p: make([]byte, 0, n)}
 	}
 	var b *[]byte
 	select {
 	case b = <-t.bufs:
 	default:
-		bb := make([]byte, 0, tapBufSize)
-		b = &bb
+		nb := make([]byte, 0, tapBufSize)
+		b = &nb
 	}
-	return tapChunk{s: s, p: (*b)[:0], buf: b}
+	return &tapChunk{s: s, p: (*b)[:0], buf: b}
 }
 
-// release gives c's buffer back to the free list (or to the collector
-// when the list is full).
+// release gives c's buffer back to the free list (to the collector when
+// the list is full).
 func (t *tap) release(c *tapChunk) {
 	if c.buf != nil {
 		select {
@@ -219,34 +217,34 @@ func (t *tap) release(c *tapChunk) {
 // push queues c without waiting: into the queue when it has room, else
 // its noise is shed and the rest goes into the reserve, else its lines
 // are lost.
-func (t *tap) push(c tapChunk) {
-	if t.queued.Load()+c.held() <= tapQueueBytes && len(t.ch) < tapQueueLen && t.send(&c) {
+func (t *tap) push(c *tapChunk) {
+	if t.queued.Load()+c.held() <= tapQueueBytes && len(t.ch) < tapQueueLen && t.send(c) {
 		return
 	}
 	kept, shed := keepLines(c.p, t.to.Noise)
 	t.shed.Add(int64(shed))
-	k := tapChunk{s: c.s, p: kept, buf: c.buf, sorted: true}
+	k := &tapChunk{s: c.s, p: kept, buf: c.buf, sorted: true}
 	if c.buf != nil && len(kept) < tapBufMin {
 		// The reserve holds what it counts, not the read's buffer.
-		t.release(&c)
+		t.release(c)
 		k.p, k.buf = bytes.Clone(kept), nil
 	}
 	if len(kept) == 0 {
-		t.release(&k)
+		t.release(k)
 		return
 	}
-	if t.queued.Load()+k.held() <= tapQueueBytes+tapReserveBytes && t.send(&k) {
+	if t.queued.Load()+k.held() <= tapQueueBytes+tapReserveBytes && t.send(k) {
 		return
 	}
 	t.lost.Add(int64(bytes.Count(kept, newline)))
-	t.release(&k)
+	t.release(k)
 }
 
 // send queues c if the channel has room.
 func (t *tap) send(c *tapChunk) bool {
 	t.queued.Add(c.held())
 	select {
-	case t.ch <- *c:
+	case t.ch <- c:
 		return true
 	default:
 		t.queued.Add(-c.held())
@@ -328,7 +326,7 @@ func (t *tap) consume() {
 				t.shed.Add(int64(shed))
 				t.lost.Add(int64(bytes.Count(kept, newline)))
 				t.queued.Add(-c.held())
-				t.release(&c)
+				t.release(c)
 				continue
 			}
 		}
@@ -341,7 +339,7 @@ func (t *tap) consume() {
 			t.shed.Add(int64(t.to.Lines(c.s, p, behind)))
 		}
 		t.queued.Add(-c.held())
-		t.release(&c)
+		t.release(c)
 	}
 }
 
