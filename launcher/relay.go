@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"io"
 	"os"
-	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -155,10 +154,15 @@ func (c *tapChunk) held() int64 {
 // tapBufSize is the size of the tap's reused buffers: a read and a
 // carried line. A chunk of less than tapBufMin bytes gets a buffer of its
 // own size instead, so that the queue's bounds hold the lines of a child
-// that writes a line at a time.
+// that writes a line at a time. The buffers wait on a free list of as
+// many as the queue and its reserve can hold, not in a sync.Pool: the
+// memory limit makes the collector run often during a burst, and a pool
+// emptied at each cycle makes reads allocate buffers again, which runs
+// the collector more, its assists landing on the relay.
 const (
 	tapBufSize = relayReadSize + MaxLine + 1
 	tapBufMin  = 16 << 10
+	tapBufFree = (tapQueueBytes+tapReserveBytes)/tapBufSize + 4
 )
 
 // tap hands the child's output to a Tap on a goroutine of its own, behind
@@ -169,7 +173,7 @@ type tap struct {
 	to     Tap
 	ch     chan *tapChunk
 	queued atomic.Int64 // bytes held by the chunks in ch
-	bufs   sync.Pool    // *[]byte of tapBufSize
+	bufs   chan *[]byte // free buffers of tapBufSize
 	done   chan struct{}
 
 	closing   atomic.Bool
@@ -179,8 +183,7 @@ type tap struct {
 }
 
 func newTap(to Tap) *tap {
-	t := &tap{to: to, ch: make(chan *tapChunk, 2*tapQueueLen), done: make(chan struct{}), drainTime: tapDrainTime}
-	t.bufs.New = func() any { b := make([]byte, 0, tapBufSize); return &b }
+	t := &tap{to: to, ch: make(chan *tapChunk, 2*tapQueueLen), bufs: make(chan *[]byte, tapBufFree), done: make(chan struct{}), drainTime: tapDrainTime}
 	go t.consume()
 	return t
 }
@@ -190,14 +193,24 @@ func (t *tap) chunk(s Stream, n int) *tapChunk {
 	if n < tapBufMin {
 		return &tapChunk{s: s, p: make([]byte, 0, n)}
 	}
-	b := t.bufs.Get().(*[]byte)
+	var b *[]byte
+	select {
+	case b = <-t.bufs:
+	default:
+		nb := make([]byte, 0, tapBufSize)
+		b = &nb
+	}
 	return &tapChunk{s: s, p: (*b)[:0], buf: b}
 }
 
-// release gives c's buffer back.
+// release gives c's buffer back to the free list (to the collector when
+// the list is full).
 func (t *tap) release(c *tapChunk) {
 	if c.buf != nil {
-		t.bufs.Put(c.buf)
+		select {
+		case t.bufs <- c.buf:
+		default:
+		}
 	}
 }
 
