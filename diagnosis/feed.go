@@ -52,6 +52,11 @@ type Matcher struct {
 	host                string
 	pid                 int
 	otherHost, twoProcs bool
+	// remoteWarn is the message of the last NCCL WARN another host
+	// printed (isLocal): a line without a host that repeats it (NCCL's
+	// `Last error:` follow-up, a framework's exception quoting it) is
+	// that host's too.
+	remoteWarn []byte
 	states              map[string]*state
 	order               []*state
 	// exc is the first exception a program raised that no catalog

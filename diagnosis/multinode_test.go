@@ -1,0 +1,39 @@
+package diagnosis
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// multinodeLog is one node's real output of the multi-node suite
+// (testdata/multinode).
+func multinodeLog(t *testing.T, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", "multinode", name))
+	require.NoError(t, err)
+	return string(b)
+}
+
+// node0 is what run knows on the launcher's host: root, memlock
+// unlimited, so a registration failure there would not be memlock.
+var node0 = Facts{Known: true, Host: "node0", MemlockAdequate: true}
+
+// TestRemoteWarnRepeated: a remote rank's NCCL WARN, and the lines
+// without a host that repeat it (NCCL's `Last error:` as the framework
+// prints it), are judged without the launcher's own facts.
+func TestRemoteWarnRepeated(t *testing.T) {
+	ds := explainString(t, multinodeLog(t, "mpirun-remote-nccl-warn.node0.log"), node0)
+	require.NotEmpty(t, ds)
+	assert.Equal(t, "memlock", ds[0].ID)
+	assert.Equal(t, []string{"node1"}, ds[0].Hosts)
+	assert.NotContains(t, ids(ds), "memory-registration", "node0's facts judged node1's failure")
+
+	// The same message printed by this host stays this host's.
+	local := "node0:25:27 [0] misc/ibvwrap.cc:169 NCCL WARN Call to ibv_reg_mr_iova2 failed with error Cannot allocate memory\n" +
+		"[rank0]: Last error:\n[rank0]: Call to ibv_reg_mr_iova2 failed with error Cannot allocate memory\n"
+	assert.Equal(t, []string{"memory-registration"}, ids(explainString(t, local, node0)))
+}
