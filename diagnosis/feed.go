@@ -57,8 +57,8 @@ type Matcher struct {
 	// `Last error:` follow-up, a framework's exception quoting it) is
 	// that host's too.
 	remoteWarn []byte
-	states              map[string]*state
-	order               []*state
+	states     map[string]*state
+	order      []*state
 	// exc is the first exception a program raised that no catalog
 	// pattern claimed (exception.go).
 	exc  *exception
