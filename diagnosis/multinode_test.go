@@ -37,3 +37,14 @@ func TestRemoteWarnRepeated(t *testing.T) {
 		"[rank0]: Last error:\n[rank0]: Call to ibv_reg_mr_iova2 failed with error Cannot allocate memory\n"
 	assert.Equal(t, []string{"memory-registration"}, ids(explainString(t, local, node0)))
 }
+
+// TestRemoteWarnRepeatedFirst: the repetition can reach ncclrun before
+// the WARN (mpirun relays stdout and stderr on separate pipes); once the
+// WARN shows whose it was, the repetition no longer speaks for this host.
+func TestRemoteWarnRepeatedFirst(t *testing.T) {
+	log := "[rank0]: Last error:\n[rank0]: Call to ibv_reg_mr_iova2 failed with error Cannot allocate memory\n" +
+		"node1:25:27 [0] misc/ibvwrap.cc:169 NCCL WARN Call to ibv_reg_mr_iova2 failed with error Cannot allocate memory\n"
+	ds := explainString(t, log, node0)
+	assert.Equal(t, []string{"memlock"}, ids(ds))
+	assert.Equal(t, []string{"node1"}, ds[0].Hosts)
+}

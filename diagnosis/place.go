@@ -173,7 +173,20 @@ func (m *Matcher) noteRemoteWarn(line []byte) {
 	if len(msg) < minRemoteWarn || len(msg) > 512 {
 		return
 	}
+	if bytes.Equal(msg, m.remoteWarn) {
+		return
+	}
 	m.remoteWarn = append(m.remoteWarn[:0], msg...)
+	// Lines without a host that repeated it before it came (another
+	// pipe's lines can arrive first) were judged as this host's: they
+	// were that host's.
+	for _, st := range m.order {
+		for i := range st.sights {
+			if s := &st.sights[i]; s.local && s.hostless && strings.Contains(s.firstLine, string(msg)) {
+				s.repeat = true
+			}
+		}
+	}
 }
 
 // sameHostBytes is sameHost for a host NCCL printed (already short).
