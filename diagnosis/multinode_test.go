@@ -3,6 +3,7 @@ package diagnosis
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -47,4 +48,44 @@ func TestRemoteWarnRepeatedFirst(t *testing.T) {
 	ds := explainString(t, log, node0)
 	assert.Equal(t, []string{"memlock"}, ids(ds))
 	assert.Equal(t, []string{"node1"}, ds[0].Hosts)
+}
+
+// TestExceptionBeforeSiblingsLostPeer: one rank raised, its sibling then
+// lost its connection; torch 1.13's summary may name the sibling (same
+// second, lower local rank), but the first failure is what came first.
+func TestExceptionBeforeSiblingsLostPeer(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		log  string
+	}{
+		{"as torch picked it", multinodeLog(t, "torchrun-exception.node1.log")},
+		{"torch named the sibling", strings.Join([]string{
+			"Traceback (most recent call last):",
+			`  File "/harness/mn.py", line 30, in main`,
+			"RuntimeError: rank 3 failed on purpose",
+			"Traceback (most recent call last):",
+			`  File "/harness/mn.py", line 33, in main`,
+			"RuntimeError: [./gloo/transport/tcp/pair.cc:598] Connection closed by peer [198.18.0.2]:17069",
+			"Root Cause (first observed failure):",
+			"[0]:",
+			"  time      : 2026-12-02_04:36:59",
+			"  host      : node1",
+			"  rank      : 2 (local_rank: 0)",
+			"  exitcode  : 1 (pid: 14)",
+			"  traceback : Traceback (most recent call last):",
+			"  RuntimeError: [./gloo/transport/tcp/pair.cc:598] Connection closed by peer [198.18.0.2]:17069",
+		}, "\n") + "\n"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			m := NewMatcher(Facts{Known: true, Host: "node1"})
+			require.NoError(t, FeedReader(m, strings.NewReader(tt.log)))
+			f := m.FirstFailure()
+			require.NotNil(t, f)
+			assert.Empty(t, f.ID, "the program's exception: %+v", f)
+			assert.Contains(t, f.Line, "rank 3 failed on purpose")
+			for _, d := range m.Diagnoses() {
+				assert.NotEmpty(t, d.KnockOnOf, "a consequence of the exception: %+v", d)
+			}
+		})
+	}
 }
