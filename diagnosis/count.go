@@ -221,6 +221,9 @@ func (m *Matcher) sighted(st *state, p *cpattern, line []byte, local bool) *stat
 				// Run's facts apply once this host printed it too.
 				s.local = true
 			}
+			if s.hostless && ParseLine(line).Host != "" {
+				s.hostless = false
+			}
 			return st
 		}
 	}

@@ -89,3 +89,20 @@ func TestExceptionBeforeSiblingsLostPeer(t *testing.T) {
 		})
 	}
 }
+
+// TestUnsureHostNotAnnounced: a registration failure on a line that
+// shows no host, which this host's memlock alone turned into
+// memory-registration, is not announced while CMD runs (the WARN it may
+// repeat can still come on another pipe); it stays in Diagnoses.
+func TestUnsureHostNotAnnounced(t *testing.T) {
+	m := NewMatcher(node0)
+	got := m.FeedAll([]byte("[rank0]: Call to ibv_reg_mr_iova2 failed with error Cannot allocate memory\n"))
+	assert.Empty(t, got, "announced before its host is known")
+	assert.Equal(t, []string{"memory-registration"}, ids(m.Diagnoses()))
+	got = m.FeedAll([]byte("node1:25:27 [0] misc/ibvwrap.cc:169 NCCL WARN Call to ibv_reg_mr_iova2 failed with error Cannot allocate memory\n"))
+	assert.Equal(t, []string{"memlock"}, ids(got))
+	assert.Equal(t, []string{"memlock"}, ids(m.Diagnoses()))
+	// This host's own WARN is announced at once.
+	m = NewMatcher(node0)
+	assert.Equal(t, []string{"memory-registration"}, ids(m.FeedAll([]byte("node0:25:27 [0] misc/ibvwrap.cc:169 NCCL WARN Call to ibv_reg_mr_iova2 failed with error Cannot allocate memory\n"))))
+}
