@@ -50,6 +50,11 @@ type sight struct {
 	// apply to it; place is where it came from.
 	local bool
 	place Place
+	// hostless: the line showed no host; repeat: it turned out to repeat
+	// another host's NCCL WARN seen later (Matcher.noteRemoteWarn), so it
+	// is that host's failure, counted there, and this sighting no longer
+	// speaks for this host.
+	hostless, repeat bool
 }
 
 // procID names a process: the hash of its host (0 when the host is not
@@ -216,6 +221,9 @@ func (m *Matcher) sighted(st *state, p *cpattern, line []byte, local bool) *stat
 				// Run's facts apply once this host printed it too.
 				s.local = true
 			}
+			if s.hostless && ParseLine(line).Host != "" {
+				s.hostless = false
+			}
 			return st
 		}
 	}
@@ -224,7 +232,8 @@ func (m *Matcher) sighted(st *state, p *cpattern, line []byte, local bool) *stat
 	if place.Host == "" && m.sum.on && m.sum.hostName != "" {
 		place.Host = m.sum.hostName
 	}
-	st.sights = append(st.sights, sight{p: p, seq: m.seq, firstLine: firstLine(p, line, pl), local: local, place: place})
+	st.sights = append(st.sights, sight{p: p, seq: m.seq, firstLine: firstLine(p, line, pl), local: local, place: place,
+		hostless: pl.Host == ""})
 	return st
 }
 

@@ -52,8 +52,13 @@ type Matcher struct {
 	host                string
 	pid                 int
 	otherHost, twoProcs bool
-	states              map[string]*state
-	order               []*state
+	// remoteWarn is the message of the last NCCL WARN another host
+	// printed (isLocal): a line without a host that repeats it (NCCL's
+	// `Last error:` follow-up, a framework's exception quoting it) is
+	// that host's too.
+	remoteWarn []byte
+	states     map[string]*state
+	order      []*state
 	// exc is the first exception a program raised that no catalog
 	// pattern claimed (exception.go).
 	exc  *exception
@@ -210,7 +215,27 @@ func (m *Matcher) announceable(st *state) bool {
 	if !m.isActive(st) || m.benignOnly(st) {
 		return false
 	}
+	if m.unsureHost(st) {
+		return false
+	}
 	return !st.ce.FoldKnockOn || !m.specificBefore(m.firstSeq(st))
+}
+
+// unsureHost reports whether st is a cause that run's facts chose (a
+// registration failure rerouted by this host's memlock) seen only on lines
+// that show no host: such a line may repeat another host's WARN still to
+// come on another pipe (noteRemoteWarn), so st is not announced while CMD
+// runs; it stays in Diagnoses, which run prints at exit.
+func (m *Matcher) unsureHost(st *state) bool {
+	if m.facts.Host == "" {
+		return false
+	}
+	for _, s := range st.sights {
+		if m.sightActive(s) && (s.p.entry == st.ce || !s.hostless) {
+			return false
+		}
+	}
+	return true
 }
 
 // candidates runs the automaton over line and returns its candidate

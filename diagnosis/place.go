@@ -140,10 +140,53 @@ func (m *Matcher) isLocal(line []byte) bool {
 	}
 	if f, ok := scanPrefixAt0(line); ok {
 		// A raw NCCL line (most of them): compared without allocating.
-		return sameHostBytes(line[f.hostStart:f.hostEnd], m.facts.Host)
+		if sameHostBytes(line[f.hostStart:f.hostEnd], m.facts.Host) {
+			return true
+		}
+		m.noteRemoteWarn(line)
+		return false
 	}
 	pl := ParseLine(line)
-	return pl.Start < 0 || pl.Host == "" || sameHost(pl.Host, m.facts.Host)
+	if pl.Start >= 0 && pl.Host != "" {
+		if sameHost(pl.Host, m.facts.Host) {
+			return true
+		}
+		m.noteRemoteWarn(line)
+		return false
+	}
+	// No host shown: a repetition of another host's WARN is that host's.
+	return len(m.remoteWarn) == 0 || !bytes.Contains(line, m.remoteWarn)
+}
+
+// minRemoteWarn is the shortest WARN message a line without a host is
+// compared with: shorter ones ("NET/IB : ...") could be any host's.
+const minRemoteWarn = 24
+
+// noteRemoteWarn keeps the message of another host's NCCL WARN line.
+func (m *Matcher) noteRemoteWarn(line []byte) {
+	const warn = "NCCL WARN "
+	i := bytes.Index(line, []byte(warn))
+	if i < 0 {
+		return
+	}
+	msg := bytes.TrimSpace(line[i+len(warn):])
+	if len(msg) < minRemoteWarn || len(msg) > 512 {
+		return
+	}
+	if bytes.Equal(msg, m.remoteWarn) {
+		return
+	}
+	m.remoteWarn = append(m.remoteWarn[:0], msg...)
+	// Lines without a host that repeated it before it came (another
+	// pipe's lines can arrive first) were judged as this host's: they
+	// were that host's.
+	for _, st := range m.order {
+		for i := range st.sights {
+			if s := &st.sights[i]; s.local && s.hostless && strings.Contains(s.firstLine, string(msg)) {
+				s.repeat = true
+			}
+		}
+	}
 }
 
 // sameHostBytes is sameHost for a host NCCL printed (already short).

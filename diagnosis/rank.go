@@ -19,6 +19,9 @@ func (m *Matcher) markerOn(i int) bool {
 }
 
 func (m *Matcher) sightActive(s sight) bool {
+	if s.repeat {
+		return false
+	}
 	if s.p.requires >= 0 && !m.markerOn(s.p.requires) {
 		return false
 	}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -426,7 +427,7 @@ func collect(e *env, j runJob, p childPlan, w *watch, res launcher.Result, term 
 		}
 	}
 	if len(reads.Torch) > 0 {
-		out.te = parseTorchrunError(reads.Torch)
+		out.te = firstFailingError(parseTorchrunError(reads.Torch), out.first)
 	}
 	if !j.s.quiet {
 		printExitWarnings(e, reads.Warns)
@@ -565,6 +566,23 @@ type torchrunError struct {
 	Traceback string `json:"traceback,omitempty"`
 	Timestamp string `json:"timestamp,omitempty"`
 	ErrorCode *int   `json:"error_code,omitempty"`
+}
+
+// firstFailingError is torchrun's error te, or the program's exception
+// that ncclrun saw first (first, with no catalog id) when te names
+// another failure: torch 1.13 picks the rank by whole-second timestamps,
+// lowest local rank on a tie, and so can name a sibling's lost connection,
+// the knock-on of the exception, instead of the exception.
+func firstFailingError(te *torchrunError, first *diagnosis.Failure) *torchrunError {
+	if te == nil || first == nil || first.ID != "" {
+		return te
+	}
+	exc := strings.TrimSpace(first.Line)
+	msg := strings.TrimSpace(te.Message)
+	if exc == "" || msg != "" && (strings.Contains(exc, msg) || strings.Contains(msg, exc)) {
+		return te
+	}
+	return &torchrunError{Message: exc, ErrorCode: te.ErrorCode}
 }
 
 // parseTorchrunError parses torchrun's error file; nil when it cannot be
