@@ -52,6 +52,7 @@ var sourceMessages = map[string]string{
 	"gloo-connect-new":   "[E1002 10:00:00.000000000 debug_logger.cc:12] failed to connect, willRetry=0, retry=3, retryLimit=3, rank=2, size=4, local=[10.0.0.12]:40022, remote=[127.0.1.1]:58211, error=SO_ERROR: Connection refused, remote=[127.0.1.1]:58211",
 	"gloo-no-address":    "RuntimeError: [../third_party/gloo/gloo/transport/tcp/device.cc:84] ifa != nullptr. Unable to find address for: ib0",
 	"gloo-family":        "RuntimeError: [enforce fail at ../third_party/gloo/gloo/transport/tcp/device.cc:285] ss1.ss_family == ss2.ss_family. 2 vs 10",
+	"gloo-op-timeout":    "RuntimeError: [../third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:133] Timed out waiting 1800000ms for send operation to complete",
 	"store-key-1x":       "RuntimeError: Timeout waiting for key: default_pg/0//cuda//0 after 1800000 ms",
 	"pingpong-mr": "  local address:  LID 0x0000, QPN 0x000011, PSN 0x5a2b01, GID fe80::5054:ff:fe12:3456\n" +
 		"Couldn't register MR",
