@@ -164,6 +164,12 @@ type Options struct {
 	MemlockBefore *Rlimit
 	// Plan is what the launcher will do to CMD.
 	Plan Plan
+	// VersionOnDemand, on the live system, has the env-sanity check read
+	// NCCL's version (a listing of the library directories) only where a
+	// rule's verdict depends on it; its details then carry nccl_version
+	// only when it was read. For a caller that shows the details only of
+	// a check that warned.
+	VersionOnDemand bool
 }
 
 // DefaultMinMemlock is the default of --min-memlock; docs/preflight.md says why.
@@ -224,7 +230,8 @@ type Facts struct {
 	// apply (no GPU or no RDMA device) or did not run.
 	GPUDirect *GPUDirectFacts
 	// NCCLVersion is the NCCL library the env-sanity check found on disk;
-	// the zero value when none was found or the check did not run.
+	// the zero value when none was found, the check did not run, or, with
+	// VersionOnDemand, no rule needed it.
 	NCCLVersion NCCLVersion
 }
 

@@ -43,17 +43,23 @@ func run(ctx context.Context, s sysRoot, opts Options, treeEnvOK bool) Report {
 	// come from netlink, a dump for each. On the live system both run
 	// beside the other checks. A tree's readers share its warnings and
 	// Record's order, so there they run in their turn.
+	// With VersionOnDemand the version is read, in turn, only where a
+	// rule needs it.
 	version := func() NCCLVersion { return ncclVersion(s, merged) }
+	onDemand := opts.VersionOnDemand && s.t == nil
 	type ifList struct {
 		ifs []NetInterface
 		err error
 	}
 	netIfs := func() ifList { l, err := interfaces(s); return ifList{l, err} }
 	if s.t == nil {
-		vch, nch := make(chan NCCLVersion, 1), make(chan ifList, 1)
-		go func() { vch <- ncclVersion(s, merged) }()
+		if !onDemand {
+			vch := make(chan NCCLVersion, 1)
+			go func() { vch <- ncclVersion(s, merged) }()
+			version = func() NCCLVersion { return <-vch }
+		}
+		nch := make(chan ifList, 1)
 		go func() { l, err := interfaces(s); nch <- ifList{l, err} }()
-		version = func() NCCLVersion { return <-vch }
 		netIfs = func() ifList { return <-nch }
 	}
 
@@ -110,7 +116,7 @@ func run(ctx context.Context, s sysRoot, opts Options, treeEnvOK bool) Report {
 		}},
 		{IDNetwork, func() Result { l := netIfs(); return checkNetwork(l.ifs, l.err, merged) }},
 		{IDEnvSanity, func() Result {
-			r, v := checkSanity(s, sanityInput{env: merged, kind: kind, uid: rep.Command.UID, gpus: gpus.count()}, version())
+			r, v := checkSanity(s, sanityInput{env: merged, kind: kind, uid: rep.Command.UID, gpus: gpus.count()}, version, onDemand)
 			rep.Facts.NCCLVersion = v
 			return r
 		}},

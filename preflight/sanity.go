@@ -162,30 +162,45 @@ type sanityInput struct {
 	gpus int
 }
 
+// versionUnknown is what the env-sanity check assumes when NCCL's version
+// is not found.
+const versionUnknown = "NCCL's version was not found (no libnccl.so.X.Y.Z, or no version string in a libnccl.so, under LD_LIBRARY_PATH or the usual library directories)"
+
 // checkSanity warns about settings that break NCCL in ways no other check
 // sees: an unlimited stack limit, a shared NCCL_DEBUG_FILE, a missing
 // NCCL_TOPO_FILE, an NCCL_IB_GID_INDEX without a GID, logind's RemoveIPC,
 // and socket interfaces that NCCL and Gloo choose apart. Where NCCL's
 // version decides, it is read from the library on disk; where it cannot
-// be, the summary says what is assumed. ver is ncclVersion's answer.
-func checkSanity(s sysRoot, in sanityInput, ver NCCLVersion) (Result, NCCLVersion) {
-	d := map[string]any{}
-	assumed := ""
-	if ver.Known() {
-		d["nccl_version"], d["nccl_version_from"] = ver.String(), ver.From
-	} else {
-		d["nccl_version"] = nil
-		assumed = "NCCL's version was not found (no libnccl.so.X.Y.Z, or no version string in a libnccl.so, under LD_LIBRARY_PATH or the usual library directories)"
+// be, the summary says what is assumed. version gives ncclVersion's answer;
+// with onDemand it is asked only when a rule's verdict depends on it, and
+// the details report it only then.
+func checkSanity(s sysRoot, in sanityInput, version func() NCCLVersion, onDemand bool) (Result, NCCLVersion) {
+	var ver NCCLVersion
+	asked := false
+	get := func() NCCLVersion {
+		if !asked {
+			ver, asked = version(), true
+		}
+		return ver
+	}
+	if !onDemand {
+		get()
 	}
 	var ps []sanityProblem
-	ps = append(ps, stackProblem(s, ver, assumed)...)
+	ps = append(ps, stackProblem(s, get)...)
 	ps = append(ps, debugFileProblem(in)...)
 	ps = append(ps, topoFileProblem(s, in.env)...)
-	ps = append(ps, gidIndexProblem(s, in.env, ver)...)
+	ps = append(ps, gidIndexProblem(s, in.env, get)...)
 	ps = append(ps, removeIPCProblem(s, in)...)
 	ps = append(ps, ifnameProblem(in.env)...)
-	if assumed != "" {
-		d["assumed"] = assumed + ": the rules for NCCL before 2.28 (stack) and 2.21 (GID index) apply"
+	d := map[string]any{}
+	switch {
+	case !asked:
+	case ver.Known():
+		d["nccl_version"], d["nccl_version_from"] = ver.String(), ver.From
+	default:
+		d["nccl_version"] = nil
+		d["assumed"] = versionUnknown + ": the rules for NCCL before 2.28 (stack) and 2.21 (GID index) apply"
 	}
 	if len(ps) == 0 {
 		sum := "No known trap in RLIMIT_STACK, NCCL_DEBUG_FILE, NCCL_TOPO_FILE, NCCL_IB_GID_INDEX, logind's RemoveIPC or the socket interfaces"
@@ -205,18 +220,22 @@ func checkSanity(s sysRoot, in sanityInput, ver NCCLVersion) (Result, NCCLVersio
 // stackProblem: with RLIMIT_STACK unlimited, glibc gives a new thread its
 // 2 MiB default stack, and NCCL before 2.28, which does not size its
 // threads' stacks, can overflow it in the topology graph search.
-func stackProblem(s sysRoot, ver NCCLVersion, assumed string) []sanityProblem {
+func stackProblem(s sysRoot, version func() NCCLVersion) []sanityProblem {
 	b, err := s.readFile("proc/self/limits")
 	if err != nil {
 		return nil
 	}
 	lim, ok := parseLimitLine(b, "Max stack size")
-	if !ok || lim.Soft != Unlimited || ver.Known() && !ver.Before(2, 28) {
+	if !ok || lim.Soft != Unlimited {
+		return nil
+	}
+	ver := version()
+	if ver.Known() && !ver.Before(2, 28) {
 		return nil
 	}
 	which := "NCCL " + ver.String() + " (before 2.28)"
 	if !ver.Known() {
-		which = "NCCL before 2.28 (assumed: " + assumed + ")"
+		which = "NCCL before 2.28 (assumed: " + versionUnknown + ")"
 	}
 	return []sanityProblem{{Variable: "RLIMIT_STACK",
 		Problem: "RLIMIT_STACK is unlimited: glibc then gives each new thread a 2 MiB stack, and " + which + " can crash with a stack overflow in its topology graph search",
@@ -345,7 +364,7 @@ func reasonOf(err error) string {
 
 // gidIndexProblem: NCCL_IB_GID_INDEX=N needs a GID at index N on every
 // RoCE port (sysfs ports/P/gids/N; all zeros is none).
-func gidIndexProblem(s sysRoot, env map[string]string, ver NCCLVersion) []sanityProblem {
+func gidIndexProblem(s sysRoot, env map[string]string, version func() NCCLVersion) []sanityProblem {
 	v, ok := env["NCCL_IB_GID_INDEX"]
 	if !ok || v == "" {
 		return nil
@@ -380,6 +399,7 @@ func gidIndexProblem(s sysRoot, env map[string]string, ver NCCLVersion) []sanity
 		return nil
 	}
 	sort.Strings(bad)
+	ver := version()
 	fix := "set NCCL_IB_GID_INDEX to an index that holds a GID on every port (`show_gids`, or cat /sys/class/infiniband/DEV/ports/PORT/gids/N)"
 	switch {
 	case !ver.Known():

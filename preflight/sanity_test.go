@@ -10,6 +10,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
+	"github.com/ncclrun/ncclrun/internal/environ"
 )
 
 const limitsStackUnlimited = "Limit                     Soft Limit           Hard Limit           Units     \n" +
@@ -250,4 +253,83 @@ func TestNCCLVersionSameDir(t *testing.T) {
 			assert.Equal(t, tc.want, ncclVersion(sysRoot{dir: dir}, tc.env))
 		})
 	}
+}
+
+// TestEnvSanityVersionOnDemand: asked on demand, NCCL's version is read
+// only where a rule's verdict depends on it (an unlimited stack, a GID
+// index without a GID), once at most, and the result is then the one an
+// eager read gives; otherwise it is not read and the details do not
+// report it.
+func TestEnvSanityVersionOnDemand(t *testing.T) {
+	libDir := "usr/lib/x86_64-linux-gnu/"
+	cases := []struct {
+		name  string
+		tree  string // "" is ib-node
+		files map[string]string
+		env   []string
+		asks  int
+	}{
+		{name: "clean", asks: 0},
+		{name: "stack finite", files: map[string]string{"proc/self/limits": limitsStack8M, libDir + "libnccl.so.2.27.3": ""}, asks: 0},
+		{name: "stack unlimited", files: map[string]string{"proc/self/limits": limitsStackUnlimited, libDir + "libnccl.so.2.27.3": ""}, asks: 1},
+		{name: "stack unlimited, version unknown", files: map[string]string{"proc/self/limits": limitsStackUnlimited}, asks: 1},
+		{name: "GID index held", tree: "roce-node", files: gids("3", gid), env: []string{"NCCL_IB_GID_INDEX=3"}, asks: 0},
+		{name: "GID index missing", tree: "roce-node", files: merge(gids("5", noGID), map[string]string{libDir + "libnccl.so.2.21.5": ""}), env: []string{"NCCL_IB_GID_INDEX=5"}, asks: 1},
+		{name: "both rules, one read", tree: "roce-node", files: map[string]string{"proc/self/limits": limitsStackUnlimited, libDir + "libnccl.so.2.27.3": ""},
+			env: []string{"NCCL_IB_GID_INDEX=5"}, asks: 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			tree := tc.tree
+			if tree == "" {
+				tree = "ib-node"
+			}
+			s := newRoot(overlay(t, tree, tc.files))
+			in := sanityInput{env: environ.Map(tc.env), kind: Host}
+			want := ncclVersion(s, in.env)
+			asks := 0
+			version := func() NCCLVersion { asks++; return want }
+			eager, eagerVer := checkSanity(s, in, version, false)
+			require.Equal(t, 1, asks)
+
+			asks = 0
+			got, gotVer := checkSanity(s, in, version, true)
+			assert.Equal(t, tc.asks, asks)
+			if tc.asks > 0 {
+				assert.Equal(t, eager, got)
+				assert.Equal(t, eagerVer, gotVer)
+				return
+			}
+			assert.Equal(t, eager.Status, got.Status)
+			assert.Equal(t, eager.Fix, got.Fix)
+			assert.Equal(t, eager.Details["problems"], got.Details["problems"])
+			assert.NotContains(t, got.Details, "nccl_version")
+			assert.NotContains(t, got.Details, "assumed")
+			assert.False(t, gotVer.Known())
+		})
+	}
+}
+
+// TestRunVersionOnDemandLive: on the live system with VersionOnDemand the
+// library directories are not listed unless the stack limit asks for the
+// version: a libnccl.so.X.Y.Z first on LD_LIBRARY_PATH goes unreported,
+// and is reported without the option.
+func TestRunVersionOnDemandLive(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "libnccl.so.2.27.3"), nil, 0o644))
+	env := []string{"PATH=/usr/bin:/bin", "LD_LIBRARY_PATH=" + dir}
+	eager := Run(context.Background(), Options{Root: "/", Env: env})
+	require.Equal(t, "2.27.3", eager.Facts.NCCLVersion.String())
+
+	var lim unix.Rlimit
+	require.NoError(t, unix.Getrlimit(unix.RLIMIT_STACK, &lim))
+	rep := Run(context.Background(), Options{Root: "/", Env: env, VersionOnDemand: true})
+	r, ok := rep.Check(IDEnvSanity)
+	require.True(t, ok)
+	if lim.Cur == unix.RLIM_INFINITY {
+		assert.Equal(t, "2.27.3", rep.Facts.NCCLVersion.String())
+		return
+	}
+	assert.False(t, rep.Facts.NCCLVersion.Known())
+	assert.NotContains(t, r.Details, "nccl_version")
 }

@@ -184,6 +184,9 @@ func runPreflight(ctx context.Context, e *env, j runJob, before *preflight.Rlimi
 	if liveRoot(j.s.root) {
 		resolvedPlan(&opts, j.user)
 	}
+	// run shows a check's details only when it warned, and then the rules
+	// that need NCCL's version have read it; --report shows them all.
+	opts.VersionOnDemand = j.s.report == ""
 	rep := preflight.Run(ctx, opts)
 	if !j.s.quiet {
 		printTreeWarnings(e.stderr, rep)
