@@ -225,9 +225,12 @@ func (t *tap) push(c *tapChunk) {
 	t.shed.Add(int64(shed))
 	k := &tapChunk{s: c.s, p: kept, buf: c.buf, sorted: true}
 	if c.buf != nil && len(kept) < tapBufMin {
-		// The reserve holds what it counts, not the read's buffer.
-		t.release(c)
+		// The reserve holds what it counts, not the read's buffer. The
+		// copy is made before the buffer goes back to the free list, where
+		// the other stream's relay can take it and read into it at once.
 		k.p, k.buf = bytes.Clone(kept), nil
+		kept = k.p
+		t.release(c)
 	}
 	if len(kept) == 0 {
 		t.release(k)
