@@ -45,6 +45,7 @@ type Probe struct {
 type probeFile struct {
 	off     int64
 	partial []byte
+	skip    bool // dropping the rest of a line cut at MaxLine
 	full    bool // maxProbeBytes read
 }
 
@@ -157,11 +158,25 @@ func (p *Probe) readFile(path string, pf *probeFile) {
 		if n > 0 {
 			pf.off += int64(n)
 			data := append(pf.partial, buf[:n]...)
+			if pf.skip {
+				// The rest of a line cut at MaxLine: dropped up to its newline.
+				i := bytes.IndexByte(data, '\n')
+				if i < 0 {
+					pf.partial = pf.partial[:0]
+					continue
+				}
+				data, pf.skip = data[i+1:], false
+			}
 			end := bytes.LastIndexByte(data, '\n') + 1
 			if end > 0 {
-				p.lines(data[:end])
+				p.lines(CutLong(data[:end]))
 			}
-			pf.partial = append([]byte(nil), data[end:]...)
+			rest := data[end:]
+			if len(rest) >= MaxLine {
+				p.lines(append(rest[:MaxLine:MaxLine], '\n'))
+				rest, pf.skip = nil, true
+			}
+			pf.partial = append(pf.partial[:0:0], rest...)
 		}
 		if err != nil {
 			if !errors.Is(err, io.EOF) {

@@ -2,6 +2,7 @@ package nccllog
 
 import (
 	"bytes"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -98,4 +99,29 @@ func TestProbeFollowerAndFinish(t *testing.T) {
 	defer mu.Unlock()
 	assert.Equal(t, 201, n)
 	assert.Equal(t, "n1:7:7 [0] x.cc:1 NCCL WARN last\n", out.String())
+}
+
+// TestProbeCutsLongLines: a line over MaxLine in a debug file, whole or
+// still being written, reaches the feed cut at MaxLine, its rest dropped
+// and never read as a line of its own; the partial line it holds stays
+// within MaxLine however long the line grows.
+func TestProbeCutsLongLines(t *testing.T) {
+	p, err := NewProbe(io.Discard, -1, -1)
+	require.NoError(t, err)
+	defer p.Finish()
+	var fed []string
+	p.feed = func(chunk []byte) {
+		require.Equal(t, byte('\n'), chunk[len(chunk)-1], "whole lines")
+		fed = append(fed, strings.Split(string(chunk[:len(chunk)-1]), "\n")...)
+	}
+	f := filepath.Join(p.Dir, "nccl.n1.101")
+	long := strings.Repeat("x", 3*MaxLine)
+	require.NoError(t, os.WriteFile(f, []byte("a\n"+long), 0o600))
+	p.poll(false)
+	for _, pf := range p.files {
+		assert.LessOrEqual(t, len(pf.partial), MaxLine, "the line in progress is held up to MaxLine only")
+	}
+	appendFile(t, f, "x WARN rest of the long line\nb\n"+long+"\nc\n")
+	p.poll(false)
+	assert.Equal(t, []string{"a", long[:MaxLine], "b", long[:MaxLine], "c"}, fed)
 }
