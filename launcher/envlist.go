@@ -41,7 +41,7 @@ func WithOpenMPIEnvList(env []string, added []EnvVar) ([]string, []EnvVar) {
 	user, set := environ.Lookup(env, OpenMPIEnvList)
 	listed := map[string]bool{}
 	var items []string
-	if user != "" {
+	if user = strings.TrimSuffix(user, sep); user != "" {
 		for _, it := range strings.Split(user, sep) {
 			name, _, _ := strings.Cut(it, "=")
 			listed[name] = true

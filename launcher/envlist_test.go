@@ -24,6 +24,8 @@ func TestWithOpenMPIEnvList(t *testing.T) {
 			"NCCL_DEBUG;NCCL_IB_HCA"},
 		{"the user's list is extended", []string{"NCCL_DEBUG=WARN", "OMPI_MCA_mca_base_env_list=FOO;BAR=1"}, []EnvVar{debug},
 			[]string{"NCCL_DEBUG=WARN", "OMPI_MCA_mca_base_env_list=FOO;BAR=1;NCCL_DEBUG"}, "FOO;BAR=1;NCCL_DEBUG"},
+		{"the user's list ending in the delimiter: no empty entry", []string{"NCCL_DEBUG=WARN", "OMPI_MCA_mca_base_env_list=FOO;"}, []EnvVar{debug},
+			[]string{"NCCL_DEBUG=WARN", "OMPI_MCA_mca_base_env_list=FOO;NCCL_DEBUG"}, "FOO;NCCL_DEBUG"},
 		{"a name the user lists is not repeated", []string{"NCCL_DEBUG=WARN", "OMPI_MCA_mca_base_env_list=NCCL_DEBUG=INFO"}, []EnvVar{debug},
 			[]string{"NCCL_DEBUG=WARN", "OMPI_MCA_mca_base_env_list=NCCL_DEBUG=INFO"}, ""},
 		{"the user's delimiter", []string{"NCCL_DEBUG=WARN", "OMPI_MCA_mca_base_env_list=FOO", "OMPI_MCA_mca_base_env_list_delimiter=,"}, []EnvVar{debug},
