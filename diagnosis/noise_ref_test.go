@@ -11,9 +11,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// noiseRef is Noise as the fourth pass wrote it (a table of noiseStarts
+// noiseRef is Noise written plainly (a table of noiseStarts
 // indexed by the first byte, bytes.HasPrefix each): the reference that
-// Noise's word comparisons and NoiseLines must agree with on every line.
+// Noise's word comparisons must agree with on every line.
 var refKinds = func() (k [256][][]byte) {
 	for _, s := range noiseStarts {
 		k[s[0]] = append(k[s[0]], []byte(s))
@@ -128,75 +128,6 @@ func TestNoiseSameAsReference(t *testing.T) {
 		require.Equal(t, want, Noise([]byte(l)), "%q", l)
 	}
 	assert.Greater(t, noise, 100, "the probes and logs have noise lines")
-}
-
-// checkNoiseLines: NoiseLines of p keeps exactly the lines noiseRef does
-// not call noise, in order, and counts the others.
-func checkNoiseLines(t testing.TB, p []byte) {
-	t.Helper()
-	var kept [][]byte
-	n, size := NoiseLines(p, func(l []byte) { kept = append(kept, l) })
-	var want [][]byte
-	wn, wsize := 0, 0
-	for len(p) > 0 {
-		e := bytes.IndexByte(p, '\n')
-		if e < 0 {
-			e = len(p)
-		}
-		if noiseRef(p[:e]) {
-			wn++
-			wsize += min(e+1, len(p))
-		} else {
-			want = append(want, p[:e])
-		}
-		p = p[min(e+1, len(p)):]
-	}
-	if len(kept) != len(want) || n != wn || size != wsize {
-		t.Fatalf("NoiseLines kept %d lines, shed %d (%d bytes); the reference keeps %d, sheds %d (%d bytes)", len(kept), n, size, len(want), wn, wsize)
-	}
-	for i := range kept {
-		if !bytes.Equal(kept[i], want[i]) {
-			t.Fatalf("kept line %d: %q, the reference keeps %q", i, kept[i], want[i])
-		}
-	}
-}
-
-func TestNoiseLinesSameAsReference(t *testing.T) {
-	lines := referenceLines(t)
-	all := []byte(strings.Join(lines, "\n") + "\n")
-	checkNoiseLines(t, all)
-	checkNoiseLines(t, all[:len(all)-1]) // the last line without its newline
-	for i := 0; i+3 <= len(lines); i++ { // each line between others, and first and last
-		checkNoiseLines(t, []byte(strings.Join(lines[i:i+3], "\n")))
-	}
-	checkNoiseLines(t, nil)
-	checkNoiseLines(t, []byte("\n\n"))
-}
-
-func FuzzNoise(f *testing.F) {
-	for _, l := range noiseProbes() {
-		f.Add([]byte(l))
-	}
-	f.Fuzz(func(t *testing.T, p []byte) {
-		if line, _, _ := bytes.Cut(p, []byte("\n")); Noise(line) != noiseRef(line) {
-			t.Fatalf("Noise(%q) = %v, the reference says %v", line, Noise(line), noiseRef(line))
-		}
-		checkNoiseLines(t, p)
-	})
-}
-
-func BenchmarkNoiseLines(b *testing.B) {
-	var p []byte
-	for _, l := range strings.Split(strings.TrimSpace(gramRef), "\n") {
-		p = append(append(p, l...), '\n')
-	}
-	p = append(p, "host:1:2 [0] NCCL WARN Call to ibv_reg_mr failed with error Cannot allocate memory\n"...)
-	kept := 0
-	b.SetBytes(int64(len(p)))
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		NoiseLines(p, func([]byte) { kept++ })
-	}
 }
 
 func TestNoiseKindWords(t *testing.T) {

@@ -123,13 +123,7 @@ func (p Place) String() string {
 // sameHost reports whether a host as NCCL prints it (cut at the first
 // '.') names host h (a full or short name), case-insensitively.
 func sameHost(lineHost, h string) bool {
-	short := func(s string) string {
-		if i := strings.IndexByte(s, '.'); i >= 0 {
-			s = s[:i]
-		}
-		return strings.ToLower(s)
-	}
-	return short(lineHost) == short(h)
+	return strings.EqualFold(shortHost(lineHost), shortHost(h))
 }
 
 // isLocal reports whether line is this host's as far as it shows
