@@ -416,9 +416,9 @@ func NewCatalog(entries []Entry) (*Catalog, error) { return newCatalog(entries, 
 
 // newCatalog is NewCatalog; with lazy, the regular expressions of a
 // pattern (and of its entry's negative patterns) are compiled when a line
-// first reaches them, not here. Compiling all of them was most of the
-// shipped catalog's ~15 ms (run pays it on CMD's first line, explain
-// before its first), while a log reaches a handful: the shipped catalog
+// first reaches them, not here. Compiling all of them up front was most
+// of the cost of loading the shipped catalog (run pays it on CMD's first
+// line, explain before its first), while a log reaches a handful: the shipped catalog
 // is compiled lazily, and a broken expression in it panics on first use;
 // the tests compile it eagerly (ParseCatalogFS), so that it never does.
 func newCatalog(entries []Entry, lazy bool) (*Catalog, error) {

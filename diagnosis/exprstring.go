@@ -12,8 +12,8 @@ import (
 // accepts, matching the same strings (captures are not kept: the matcher
 // only asks whether and where a line matches). syntax.Regexp's own String
 // does the same but works out the shortest flags for every character
-// class by case-folding each of its ranges rune by rune: ~45 ms of the
-// ~65 ms the shipped catalog took to compile, paid on CMD's first line of
+// class by case-folding each of its ranges rune by rune: most of what
+// compiling the whole shipped catalog cost, paid on CMD's first line of
 // output and by every explain. Character classes are written as their
 // ranges (the parser has already folded them), literals with (?i:) when
 // folded, every operand in a non-capturing group.

@@ -220,7 +220,7 @@ type childPlan struct {
 	torchFile string // torchrun's error file: the user's TORCHELASTIC_ERROR_FILE or ncclrun's
 	// debugFile is NCCL_DEBUG_FILE, and report and termLog are --report
 	// and the termination log ("" for none), their directories' links
-	// resolved before CMD runs (pinDir).
+	// resolved before CMD runs (nccllog.PinDir).
 	debugFile, report, termLog string
 	cleanup                    func()
 	probe                      *transportProbe // nil: off (probe.go)
@@ -279,8 +279,8 @@ func planChild(e *env, j runJob, rep preflight.Report) childPlan {
 // output, and run's other sources feed it too (sources.go).
 //
 // The matcher is built on CMD's first line, not before the start:
-// compiling the shipped catalog takes ~5 ms, which a CMD that prints
-// nothing never pays and which otherwise overlaps CMD's own start-up
+// building the shipped catalog's matcher costs milliseconds, which a CMD
+// that prints nothing never pays and which otherwise overlaps CMD's own start-up
 // instead of delaying it. A matcher that saw no line has no diagnosis.
 type watch struct {
 	stderr  io.Writer
