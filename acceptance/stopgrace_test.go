@@ -38,20 +38,7 @@ func TestTorchrunStopGrace(t *testing.T) {
 				argv = append([]string{ncclrunBin, "--stop-grace", "2m", "--checkpoint-signal", "SIGUSR1", "--"}, argv...)
 			}
 			s := start(t, clientEnv(t, "CHECKPOINT_DIR="+dir), argv...)
-			var got []string
-			timeout := time.After(hangGuard)
-			for training := 0; training < 2; {
-				select {
-				case l, ok := <-s.lines:
-					require.True(t, ok, "the job ended before both ranks trained: %q; stderr %q", got, s.errb.String())
-					got = append(got, l)
-					if strings.HasSuffix(l, ": training") {
-						training++
-					}
-				case <-timeout:
-					t.Fatalf("ranks not training within %v: %q", hangGuard, got)
-				}
-			}
+			waitTraining(t, s)
 			ckpts := []string{filepath.Join(dir, "rank0.pt"), filepath.Join(dir, "rank1.pt")}
 			for _, c := range ckpts {
 				require.NoFileExists(t, c, "no checkpoint before the SIGTERM")
@@ -111,20 +98,7 @@ func TestMpirunStopGrace(t *testing.T) {
 	dir := shared(t)
 	argv := append([]string{ncclrunBin, "--stop-grace", "2m", "--"}, mpirunArgs(mpirun, "/usr/bin/python3", "-c", rankSaves, dir)...)
 	s := start(t, clientEnv(t), argv...)
-	var got []string
-	timeout := time.After(hangGuard)
-	for training := 0; training < 2; {
-		select {
-		case l, ok := <-s.lines:
-			require.True(t, ok, "the job ended before both ranks trained: %q; stderr %q", got, s.errb.String())
-			got = append(got, l)
-			if strings.HasSuffix(l, ": training") {
-				training++
-			}
-		case <-timeout:
-			t.Fatalf("ranks not training within %v: %q", hangGuard, got)
-		}
-	}
+	waitTraining(t, s)
 	saved := []string{filepath.Join(dir, "rank0"), filepath.Join(dir, "rank1")}
 	for _, f := range saved {
 		require.NoFileExists(t, f)
@@ -141,4 +115,25 @@ func TestMpirunStopGrace(t *testing.T) {
 	for _, f := range saved {
 		assert.FileExists(t, f, "the rank saved on the SIGUSR1 mpirun forwarded")
 	}
+}
+
+// waitTraining reads the job's lines until both ranks printed that they
+// train, and returns the lines read.
+func waitTraining(t *testing.T, s *started) []string {
+	t.Helper()
+	var got []string
+	timeout := time.After(hangGuard)
+	for training := 0; training < 2; {
+		select {
+		case l, ok := <-s.lines:
+			require.True(t, ok, "the job ended before both ranks trained: %q; stderr %q", got, s.errb.String())
+			got = append(got, l)
+			if strings.HasSuffix(l, ": training") {
+				training++
+			}
+		case <-timeout:
+			t.Fatalf("ranks not training within %v: %q", hangGuard, got)
+		}
+	}
+	return got
 }
