@@ -25,8 +25,8 @@ type aheadChunk struct {
 	err error
 }
 
-// 64 KiB buffers (a zstd block is at most 128 KiB) keep the decoder a
-// step ahead: 256 KiB ones were no faster and raised the peak RSS.
+// 64 KiB buffers keep the decoder a step ahead: 256 KiB ones were no
+// faster and raised the peak RSS.
 const (
 	aheadSize = 64 << 10
 	aheadBufs = 3

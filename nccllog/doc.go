@@ -12,8 +12,8 @@
 //   - ExitFiles: NCCL_DEBUG_FILE's files (DebugFiles expands its %h and
 //     %p) and torchrun's error file, read once CMD has exited, as CMD's
 //     user, within bounds of size and time;
-//   - Open: a saved log, plain or compressed with gzip, bzip2 or zstd
-//     (a window within DecoderCap); xz is refused.
+//   - Open: a saved log, plain or compressed with gzip; bzip2, zstd and
+//     xz are refused.
 //
 // Every file a less privileged process could have placed is opened
 // through internal/safefile: a regular file reached without a symbolic

@@ -3,49 +3,21 @@ package nccllog
 import (
 	"bufio"
 	"bytes"
-	"compress/bzip2"
 	"compress/gzip"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"strconv"
-	"strings"
-
-	"github.com/klauspost/compress/zstd"
 )
 
-// DecoderCap bounds the zstd window a compressed input may declare: the
-// decoder keeps that much history (and up to 1 MiB more) for the whole
-// input, and explain's peak RSS is to stay within 16 MiB whatever it
-// reads. 2 MiB is what the zstd tool uses at its default level (3) and up
-// to -8 on inputs of any size; -9 and above, and --long, use more. gzip's
-// window is 32 KiB and bzip2's blocks 900 kB, both below it. A larger
-// window is a *CapError, never allocated.
-const DecoderCap = 2 << 20
-
-// CapError is a zstd input with a frame whose header declares a window
-// over Max. Size is what it declares, 0 when the decoder did not say (a
-// frame after the first).
-type CapError struct {
-	Format string // "zstd"
-	Size   int64
-	Max    int64
-}
-
-func (e *CapError) Error() string {
-	if e.Size == 0 {
-		return fmt.Sprintf("%s window exceeds explain's %s decompression limit", e.Format, sizeText(e.Max))
-	}
-	return fmt.Sprintf("%s window of %s exceeds explain's %s decompression limit", e.Format, sizeText(e.Size), sizeText(e.Max))
-}
-
 // UnsupportedError is an input compressed in a format this package does
-// not decompress, recognised by its magic bytes: xz, whose Go decoder
-// (github.com/ulikunitz/xz) allocates whatever dictionary a block header
-// declares.
+// not decompress, recognised by its magic bytes: bzip2, zstd and xz,
+// whose decoders hold megabytes for the whole input (a bzip2 block's
+// 3.6 MB of tables, a zstd window up to 128 MiB with --long, an xz
+// dictionary of any size) against explain's 16 MiB of peak RSS whatever
+// it reads. Their tools decompress into explain's standard input instead.
 type UnsupportedError struct {
-	Format string // "xz"
+	Format string // "bzip2", "zstd" or "xz"
 }
 
 func (e *UnsupportedError) Error() string {
@@ -60,14 +32,13 @@ func (e *ReadError) Error() string { return e.Err.Error() }
 func (e *ReadError) Unwrap() error { return e.Err }
 
 // Input is one of explain's inputs: a file or standard input, its content
-// decompressed when it starts with the magic bytes of gzip, bzip2 or zstd
-// (a frame or a skippable frame), whatever it is called. An xz input is
-// refused by Open (a *ReadError holding an *UnsupportedError). Its read
-// errors are *ReadError (a *CapError inside for a zstd window over
-// DecoderCap).
+// decompressed when it starts with the magic bytes of gzip, whatever it
+// is called: the standard library's decoder, whose history is the
+// format's 32 KiB window. A bzip2, zstd or xz input (a zstd frame or
+// skippable frame) is refused by Open (a *ReadError holding an
+// *UnsupportedError). Its read errors are *ReadError.
 type Input struct {
-	// Compressed is set when a decoder reads the input: it then holds its
-	// history (at most DecoderCap and 1 MiB) for the whole input.
+	// Compressed is set when a decoder reads the input.
 	Compressed bool
 
 	r     io.Reader
@@ -121,14 +92,25 @@ func (in *Input) Close() error {
 	return nil
 }
 
-// Magic numbers of the compressed formats (RFC 1952, bzip2, RFC 8878, and
-// xz file format 1.0.4, which is refused).
+// Magic numbers of the compressed formats (RFC 1952; bzip2, RFC 8878 and
+// xz file format 1.0.4, which are refused).
 var (
-	magicGzip  = []byte{0x1f, 0x8b}
-	magicBzip2 = []byte("BZh")
-	magicZstd  = []byte{0x28, 0xb5, 0x2f, 0xfd}
-	magicXz    = []byte{0xfd, '7', 'z', 'X', 'Z', 0x00}
+	magicGzip = []byte{0x1f, 0x8b}
+	magicZstd = []byte{0x28, 0xb5, 0x2f, 0xfd}
+	magicXz   = []byte{0xfd, '7', 'z', 'X', 'Z', 0x00}
 )
+
+// bzip2Stream reports whether b starts a bzip2 stream: "BZh", the block
+// size digit, then the magic of a block (the BCD digits of pi) or of the
+// end of an empty stream (those of sqrt(pi)), so that a text starting
+// "BZh" is read as text.
+func bzip2Stream(b []byte) bool {
+	if len(b) < 10 || string(b[:3]) != "BZh" || b[3] < '1' || b[3] > '9' {
+		return false
+	}
+	m := string(b[4:10])
+	return m == "\x31\x41\x59\x26\x53\x59" || m == "\x17\x72\x45\x38\x50\x90"
+}
 
 // zstdSkippable reports whether b starts with the magic number of a zstd
 // skippable frame (RFC 8878 3.1.2: 0x184D2A50 to 0x184D2A5F, little
@@ -155,62 +137,12 @@ func (in *Input) decompress(r io.Reader) error {
 		}
 		in.r, in.Compressed = zr, true
 		in.close = append(in.close, func() { zr.Close() })
-	case bytes.HasPrefix(head, magicBzip2):
-		in.r, in.Compressed = bzip2.NewReader(br), true
+	case bzip2Stream(head):
+		return &ReadError{Err: &UnsupportedError{Format: "bzip2"}}
 	case bytes.HasPrefix(head, magicZstd), zstdSkippable(head):
-		// The decoder refuses a frame whose window is over the cap
-		// before it allocates it; one goroutine, no buffers kept ahead.
-		zr, err := zstd.NewReader(br,
-			zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true),
-			zstd.WithDecoderMaxWindow(DecoderCap), zstd.WithDecoderMaxMemory(DecoderCap))
-		if err != nil {
-			return &ReadError{Err: fmt.Errorf("zstd: %w", err)}
-		}
-		var first zstd.Header
-		_ = first.Decode(head) // the first frame's window names the size refused
-		in.r, in.Compressed = &zstdReader{r: zr, first: first}, true
-		in.close = append(in.close, zr.Close)
+		return &ReadError{Err: &UnsupportedError{Format: "zstd"}}
 	case bytes.HasPrefix(head, magicXz):
 		return &ReadError{Err: &UnsupportedError{Format: "xz"}}
 	}
 	return nil
-}
-
-// zstdReader names the cap in the decoder's "window size exceeded", and
-// the format in its other errors save a truncated input's, which is
-// "unexpected EOF" as for the other formats.
-type zstdReader struct {
-	r     *zstd.Decoder
-	first zstd.Header
-}
-
-func (z *zstdReader) Read(p []byte) (int, error) {
-	n, err := z.r.Read(p)
-	switch {
-	case errors.Is(err, zstd.ErrWindowSizeExceeded), errors.Is(err, zstd.ErrDecoderSizeExceeded):
-		ce := &CapError{Format: "zstd", Max: DecoderCap}
-		w := z.first.WindowSize
-		if z.first.SingleSegment {
-			w = z.first.FrameContentSize // the window is the content
-		}
-		if w > DecoderCap && w <= 1<<62 {
-			ce.Size = int64(w)
-		}
-		err = &ReadError{Err: ce}
-	case err != nil && err != io.EOF && !errors.Is(err, io.ErrUnexpectedEOF):
-		err = fmt.Errorf("zstd: %w", err)
-	}
-	return n, err
-}
-
-// sizeText renders bytes as "8 MiB" or "1.5 GiB".
-func sizeText(n int64) string {
-	units := []string{"B", "KiB", "MiB", "GiB", "TiB"}
-	f, i := float64(n), 0
-	for f >= 1024 && i < len(units)-1 {
-		f /= 1024
-		i++
-	}
-	s := strconv.FormatFloat(f, 'f', 1, 64)
-	return strings.TrimSuffix(s, ".0") + " " + units[i]
 }

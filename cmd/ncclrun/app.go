@@ -255,7 +255,7 @@ func buildApp(e *env, only string) *cli.App {
 			},
 			{
 				Name:         "explain",
-				Usage:        "diagnose saved logs (stdin when no file; gzip, bzip2 and zstd read transparently)",
+				Usage:        "diagnose saved logs (stdin when no file; gzip read transparently)",
 				ArgsUsage:    "[FILE|-]...",
 				Flags:        withGlobals("explain", &cli.BoolFlag{Name: flagJSON, Usage: "print {\"diagnoses\": [...]}", EnvVars: []string{envName(flagJSON)}}),
 				OnUsageError: onUsage,

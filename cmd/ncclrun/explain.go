@@ -27,7 +27,7 @@ func cmdExplain(c *cli.Context, e *env) error {
 	}
 	// One matcher over every input, which are opened one at a time and
 	// closed (file and decoder) before the next: memory is the matcher's
-	// bounded state plus one decoder within nccllog.DecoderCap.
+	// bounded state plus one gzip decoder.
 	m := diagnosis.NewMatcher(diagnosis.Facts{})
 	for _, name := range names {
 		if err := explainInput(m, name, e.stdin); err != nil {
@@ -47,8 +47,7 @@ func cmdExplain(c *cli.Context, e *env) error {
 // explainInput feeds one input (a file, or stdin for "-") to m, to its
 // end: each input ends a line, so the last line of one never joins the
 // first of the next. An input that cannot be opened, read or decompressed,
-// that needs more than nccllog.DecoderCap to decompress, or that is xz, is
-// a usage error naming it.
+// or that is bzip2, zstd or xz, is a usage error naming it.
 func explainInput(m *diagnosis.Matcher, name string, stdin io.Reader) error {
 	in, err := nccllog.Open(name, stdin)
 	if err != nil {
@@ -59,9 +58,6 @@ func explainInput(m *diagnosis.Matcher, name string, stdin io.Reader) error {
 		return &usageError{fmt.Errorf("explain: %w", err)}
 	}
 	defer in.Close()
-	if in.Compressed {
-		allowDecoder()
-	}
 	if err := diagnosis.FeedReader(m, in); err != nil {
 		return inputError(name, err)
 	}
@@ -69,17 +65,14 @@ func explainInput(m *diagnosis.Matcher, name string, stdin io.Reader) error {
 }
 
 // inputError is the one-line usage error for an input that could not be
-// read: what went wrong, or why it is not decompressed (a zstd window over
-// the cap, an xz input) and how to decompress it instead.
+// read: what went wrong, or why it is not decompressed (bzip2, zstd, xz) and how
+// to decompress it instead.
 func inputError(name string, err error) error {
 	var (
-		ce *nccllog.CapError
 		ue *nccllog.UnsupportedError
 		re *nccllog.ReadError
 	)
 	switch {
-	case errors.As(err, &ce):
-		err = fmt.Errorf("%w (decompress it first: %s -dc FILE | ncclrun explain -)", ce, ce.Format)
 	case errors.As(err, &ue):
 		err = fmt.Errorf("%w (decompress it first: %s -dc FILE | ncclrun explain -)", ue, ue.Format)
 	case errors.As(err, &re):

@@ -10,7 +10,6 @@ import (
 	"syscall"
 
 	"github.com/ncclrun/ncclrun/launcher"
-	"github.com/ncclrun/ncclrun/nccllog"
 )
 
 func main() {
@@ -40,25 +39,10 @@ func main() {
 // never notices it.
 const memoryLimit = 13 << 20
 
-// ownMemoryLimit is set when ncclrun set memoryLimit (GOMEMLIMIT unset
-// or empty, which the runtime reads as no limit).
-var ownMemoryLimit bool
-
 // setMemoryLimit sets memoryLimit unless GOMEMLIMIT says otherwise (the
 // runtime reads that variable itself).
 func setMemoryLimit() {
 	if os.Getenv("GOMEMLIMIT") == "" {
 		debug.SetMemoryLimit(memoryLimit)
-		ownMemoryLimit = true
-	}
-}
-
-// allowDecoder raises ncclrun's own memory limit by what a decoder of
-// compressed input may hold (its zstd window, up to nccllog.DecoderCap):
-// that history is live for the whole input, so the limit would otherwise
-// make the collector run harder for no lower RSS.
-func allowDecoder() {
-	if ownMemoryLimit {
-		debug.SetMemoryLimit(memoryLimit + nccllog.DecoderCap)
 	}
 }
