@@ -22,23 +22,23 @@ type NetInterface struct {
 func (i NetInterface) usable() bool { return i.Up && len(i.Addrs) > 0 }
 
 // liveInterfaces lists the interfaces (net.Interfaces) and their
-// addresses; an interface whose addresses cannot be read has none, and the
-// IPv6 loopback address is left out as NCCL leaves it out.
+// addresses (liveAddrs: on Linux one dump for all interfaces, where
+// Interface.Addrs makes one each); the IPv6 loopback address is left out
+// as NCCL leaves it out.
 func liveInterfaces() ([]NetInterface, error) {
 	ifs, err := net.Interfaces()
 	if err != nil {
 		return nil, fmt.Errorf("list interfaces: %w", err)
 	}
+	addrs := liveAddrs(ifs)
 	out := make([]NetInterface, 0, len(ifs))
 	for _, i := range ifs {
 		ni := NetInterface{Name: i.Name, Up: i.Flags&net.FlagUp != 0}
-		addrs, _ := i.Addrs()
-		for _, a := range addrs {
-			ipn, ok := a.(*net.IPNet)
-			if !ok || (ipn.IP.To4() == nil && ipn.IP.IsLoopback()) {
+		for _, ip := range addrs[i.Index] {
+			if ip.To4() == nil && ip.IsLoopback() {
 				continue
 			}
-			ni.Addrs = append(ni.Addrs, ipn.IP.String())
+			ni.Addrs = append(ni.Addrs, ip.String())
 		}
 		out = append(out, ni)
 	}

@@ -12,7 +12,8 @@ import (
 )
 
 // TestLiveInterfaces: this machine's interfaces in net's order, with
-// their addresses less the IPv6 loopback, which NCCL leaves out.
+// the addresses Interface.Addrs gives each, less the IPv6 loopback, which
+// NCCL leaves out.
 func TestLiveInterfaces(t *testing.T) {
 	ifs, err := net.Interfaces()
 	require.NoError(t, err)
@@ -23,6 +24,15 @@ func TestLiveInterfaces(t *testing.T) {
 		assert.Equal(t, i.Name, got[k].Name)
 		assert.Equal(t, i.Flags&net.FlagUp != 0, got[k].Up, i.Name)
 		assert.NotContains(t, got[k].Addrs, "::1", i.Name)
+		addrs, err := i.Addrs()
+		require.NoError(t, err)
+		var want []string
+		for _, a := range addrs {
+			if ip := a.(*net.IPNet).IP; ip.To4() != nil || !ip.IsLoopback() {
+				want = append(want, ip.String())
+			}
+		}
+		assert.Equal(t, want, got[k].Addrs, i.Name)
 		if i.Flags&net.FlagLoopback != 0 && i.Flags&net.FlagUp != 0 {
 			assert.Contains(t, got[k].Addrs, "127.0.0.1", i.Name)
 		}

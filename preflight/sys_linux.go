@@ -4,10 +4,13 @@ package preflight
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"runtime"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 
@@ -76,4 +79,60 @@ func fileCaps(path string) (bool, error) {
 		return false, fmt.Errorf("getxattr %q security.capability: %w", path, err)
 	}
 	return n > 0, nil
+}
+
+// liveAddrs maps interface indexes to their addresses from one
+// RTM_GETADDR dump of every interface, where Interface.Addrs makes a dump
+// for each interface. As net reads them, an address is the message's
+// IFA_LOCAL when it has one (on a point-to-point link IFA_ADDRESS is the
+// peer's), else its IFA_ADDRESS. When the dump cannot be read, no
+// interface has an address, as when each Interface.Addrs fails.
+func liveAddrs([]net.Interface) map[int][]net.IP {
+	tab, err := syscall.NetlinkRIB(syscall.RTM_GETADDR, syscall.AF_UNSPEC)
+	if err != nil {
+		return map[int][]net.IP{}
+	}
+	return parseAddrDump(tab)
+}
+
+// parseAddrDump is liveAddrs' reading of an RTM_GETADDR dump.
+func parseAddrDump(tab []byte) map[int][]net.IP {
+	out := map[int][]net.IP{}
+	msgs, err := syscall.ParseNetlinkMessage(tab)
+	if err != nil {
+		return out
+	}
+	for _, m := range msgs {
+		if m.Header.Type == syscall.NLMSG_DONE {
+			break
+		}
+		if m.Header.Type != syscall.RTM_NEWADDR || len(m.Data) < syscall.SizeofIfAddrmsg {
+			continue
+		}
+		attrs, err := syscall.ParseNetlinkRouteAttr(&m)
+		if err != nil {
+			continue
+		}
+		size := net.IPv4len
+		if m.Data[0] == syscall.AF_INET6 {
+			size = net.IPv6len
+		} else if m.Data[0] != syscall.AF_INET {
+			continue
+		}
+		var ip []byte
+		for _, a := range attrs {
+			switch {
+			case a.Attr.Type == syscall.IFA_LOCAL:
+				ip = a.Value
+			case a.Attr.Type == syscall.IFA_ADDRESS && ip == nil:
+				ip = a.Value
+			}
+		}
+		if len(ip) < size {
+			continue
+		}
+		index := int(binary.NativeEndian.Uint32(m.Data[4:8])) // struct ifaddrmsg's ifa_index
+		out[index] = append(out[index], net.IP(ip[:size]))
+	}
+	return out
 }

@@ -2,6 +2,8 @@
 
 package preflight
 
+import "net"
+
 func liveStatus() (procStatus, error) { return procStatus{}, ErrUnsupported }
 func liveMemlock() (Rlimit, error)    { return Rlimit{}, ErrUnsupported }
 func statfsSize(string) (int64, error) {
@@ -9,3 +11,18 @@ func statfsSize(string) (int64, error) {
 }
 func openRW(string) error           { return ErrUnsupported }
 func fileCaps(string) (bool, error) { return false, ErrUnsupported }
+
+// liveAddrs maps the index of each of ifs to its addresses; an interface
+// whose addresses cannot be read has none.
+func liveAddrs(ifs []net.Interface) map[int][]net.IP {
+	out := map[int][]net.IP{}
+	for _, i := range ifs {
+		addrs, _ := i.Addrs()
+		for _, a := range addrs {
+			if ipn, ok := a.(*net.IPNet); ok {
+				out[i.Index] = append(out[i.Index], ipn.IP)
+			}
+		}
+	}
+	return out
+}
