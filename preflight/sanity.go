@@ -221,12 +221,7 @@ func checkSanity(s sysRoot, in sanityInput, version func() NCCLVersion, onDemand
 // 2 MiB default stack, and NCCL before 2.28, which does not size its
 // threads' stacks, can overflow it in the topology graph search.
 func stackProblem(s sysRoot, version func() NCCLVersion) []sanityProblem {
-	b, err := s.readFile("proc/self/limits")
-	if err != nil {
-		return nil
-	}
-	lim, ok := parseLimitLine(b, "Max stack size")
-	if !ok || lim.Soft != Unlimited {
+	if lim, ok := stackLimit(s); !ok || lim.Soft != Unlimited {
 		return nil
 	}
 	ver := version()
@@ -240,6 +235,21 @@ func stackProblem(s sysRoot, version func() NCCLVersion) []sanityProblem {
 	return []sanityProblem{{Variable: "RLIMIT_STACK",
 		Problem: "RLIMIT_STACK is unlimited: glibc then gives each new thread a 2 MiB stack, and " + which + " can crash with a stack overflow in its topology graph search",
 		Fix:     "start the job with a finite stack limit (`ulimit -s 8192`; Docker `--ulimit stack=8388608`; Slurm passes on the submitting shell's limit, or set `PropagateResourceLimitsExcept=STACK`), or use NCCL >= 2.28"}}
+}
+
+// stackLimit is RLIMIT_STACK: getrlimit(2) on the live system, where
+// proc/self/limits says the same at the cost of the kernel writing out
+// every limit; the file's "Max stack size" line under any other root.
+func stackLimit(s sysRoot) (Rlimit, bool) {
+	if s.live {
+		l, err := liveStack()
+		return l, err == nil
+	}
+	b, err := s.readFile("proc/self/limits")
+	if err != nil {
+		return Rlimit{}, false
+	}
+	return parseLimitLine(b, "Max stack size")
 }
 
 // parseLimitLine finds a line of /proc/<pid>/limits by its name.

@@ -48,6 +48,12 @@ func liveMemlock() (Rlimit, error) {
 	return Rlimit{Soft: l.Soft, Hard: l.Hard}, err
 }
 
+// liveStack returns this process's RLIMIT_STACK.
+func liveStack() (Rlimit, error) {
+	l, err := rlimit.Get(unix.RLIMIT_STACK)
+	return Rlimit{Soft: l.Soft, Hard: l.Hard}, err
+}
+
 // statfsSize returns the size in bytes of the filesystem holding path.
 func statfsSize(path string) (int64, error) {
 	var st unix.Statfs_t

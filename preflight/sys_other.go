@@ -6,6 +6,7 @@ import "net"
 
 func liveStatus() (procStatus, error) { return procStatus{}, ErrUnsupported }
 func liveMemlock() (Rlimit, error)    { return Rlimit{}, ErrUnsupported }
+func liveStack() (Rlimit, error)      { return Rlimit{}, ErrUnsupported }
 func statfsSize(string) (int64, error) {
 	return 0, ErrUnsupported
 }

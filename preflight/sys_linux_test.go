@@ -3,10 +3,12 @@ package preflight
 import (
 	"encoding/binary"
 	"net"
+	"os"
 	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // attr is one route attribute of a netlink message built by addrMsg.
@@ -78,4 +80,16 @@ func TestParseAddrDump(t *testing.T) {
 			assert.Equal(t, tt.want, parseAddrDump(tt.dump))
 		})
 	}
+}
+
+// TestStackLimitLive: on the live system RLIMIT_STACK comes from
+// getrlimit(2), and it is what proc/self/limits says.
+func TestStackLimitLive(t *testing.T) {
+	b, err := os.ReadFile("/proc/self/limits")
+	require.NoError(t, err)
+	want, ok := parseLimitLine(b, "Max stack size")
+	require.True(t, ok)
+	got, ok := stackLimit(newRoot("/"))
+	require.True(t, ok)
+	assert.Equal(t, want, got)
 }
