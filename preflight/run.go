@@ -40,9 +40,9 @@ func run(ctx context.Context, s sysRoot, opts Options, treeEnvOK bool) Report {
 
 	// NCCL's version needs only the variables and the library directories,
 	// and listing those is the slowest part of a start; the interfaces
-	// come from netlink, a dump for each. On the live system both run
-	// beside the other checks. A tree's readers share its warnings and
-	// Record's order, so there they run in their turn.
+	// come from two netlink dumps (links, addresses). On the live system
+	// both run beside the other checks. A tree's readers share its
+	// warnings and Record's order, so there they run in their turn.
 	// With VersionOnDemand the version is read, in turn, only where a
 	// rule needs it.
 	version := func() NCCLVersion { return ncclVersion(s, merged) }
