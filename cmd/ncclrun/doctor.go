@@ -50,7 +50,7 @@ func cmdDoctor(c *cli.Context, e *env) error {
 		if err := writeJSON(e.stdout, report); err != nil {
 			return fmt.Errorf("write doctor JSON: %w", err)
 		}
-	} else if err := writeDoctorTable(e.stdout, report); err != nil {
+	} else if err := report.WriteTable(e.stdout); err != nil {
 		return fmt.Errorf("write doctor table: %w", err)
 	}
 	if report.Failed() {

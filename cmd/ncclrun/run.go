@@ -192,12 +192,12 @@ func runPreflight(ctx context.Context, e *env, j runJob, before *preflight.Rlimi
 		printTreeWarnings(e.stderr, rep)
 	}
 	if j.s.strict && rep.Failed() {
-		printChecks(e.stderr, rep, preflight.Fail)
+		_ = rep.WriteChecks(e.stderr, preflight.Fail)
 		fprintf(e.stderr, "ncclrun: --strict: a preflight check failed; %s not started\n", j.path)
 		return rep, exitWith(ExitStrict)
 	}
 	if !j.s.quiet && rep.Failed() {
-		printChecks(e.stderr, rep, preflight.Warn, preflight.Fail)
+		_ = rep.WriteChecks(e.stderr, preflight.Warn, preflight.Fail)
 	}
 	return rep, nil
 }
@@ -332,7 +332,7 @@ func (w *watch) print(ds []diagnosis.Diagnosis) {
 			continue // printed at exit, and only if nothing specific follows
 		}
 		w.printed[d.ID] = true
-		_, _ = w.stderr.Write(diagnosisMessage(d))
+		_, _ = w.stderr.Write(diagnosis.Message(d))
 		if line := w.ff.found(d, w.cmd); line != "" {
 			fprintf(w.stderr, "%s", line)
 		}
@@ -449,14 +449,14 @@ func reportOutcome(e *env, j runJob, rep preflight.Report, p childPlan, out outc
 	// found, and then it is printed now (never silenced, like any diagnosis).
 	for _, d := range ds {
 		if !out.printed[d.ID] {
-			_, _ = e.stderr.Write(diagnosisMessage(d))
+			_, _ = e.stderr.Write(diagnosis.Message(d))
 		}
 	}
 	if !s.quiet && len(ds) > 0 {
-		_, _ = e.stderr.Write(summaryMessage(ds, out.first, res.ExitCode, out.sigName))
+		_, _ = e.stderr.Write(diagnosis.Summary(ds, out.first, res.ExitCode, out.sigName))
 		if !rep.Failed() && rep.Any(preflight.Warn) {
 			fprintf(e.stderr, "ncclrun: preflight warned before the start:\n")
-			printChecks(e.stderr, rep, preflight.Warn)
+			_ = rep.WriteChecks(e.stderr, preflight.Warn)
 		}
 	}
 	_, _ = io.WriteString(e.stderr, out.note) // the policy changed the exit status (failfast.go)

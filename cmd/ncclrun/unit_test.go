@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -124,20 +123,6 @@ func TestShellQuoteAndTruncate(t *testing.T) {
 	require.Equal(t, "a", truncate("aé", 2), "never split a UTF-8 sequence")
 }
 
-func TestPrintChecksPrintsASharedFixOnce(t *testing.T) {
-	r := preflight.Report{Checks: []preflight.Result{
-		{ID: "memlock", Status: preflight.Fail, Summary: "low", Fix: "raise it"},
-		{ID: "capabilities", Status: preflight.Fail, Summary: "no cap", Fix: "raise it"},
-		{ID: "shm", Status: preflight.Warn, Summary: "small", Fix: "grow it"},
-		{ID: "gpu", Status: preflight.OK, Summary: "fine", Fix: "unused"},
-	}}
-	var b bytes.Buffer
-	printChecks(&b, r, preflight.Warn, preflight.Fail)
-	assert.Equal(t, "ncclrun: memlock: low\nncclrun:   fix: raise it\n"+
-		"ncclrun: capabilities: no cap\n"+
-		"ncclrun: shm: small\nncclrun:   fix: grow it\n", b.String())
-}
-
 // TestFactsNoRDMAOnlyWhenSysfsListsNone: only a tree whose sysfs lists no
 // RDMA device gives NoRDMA; one with devices, or a preflight that never got
 // to the rdma check, does not.
@@ -157,9 +142,4 @@ func TestFactsNoRDMAOnlyWhenSysfsListsNone(t *testing.T) {
 		r := preflight.Run(tc.ctx, preflight.Options{Root: "../../preflight/testdata/" + tc.tree, Env: []string{}})
 		assert.Equal(t, tc.want, facts(r, 0).NoRDMA, tc.name)
 	}
-}
-
-func TestFixTextPutsEachAlternativeOnALine(t *testing.T) {
-	assert.Equal(t, "fix: do A\n     or do B\n     or do C", fixText("do A; or do B; or do C", "fix: ", "     "))
-	assert.Equal(t, "fix: only one; with a semicolon", fixText("only one; with a semicolon", "fix: ", "     "))
 }

@@ -46,7 +46,7 @@ func TestWatchLines(t *testing.T) {
 				}
 				assert.ElementsMatch(t, c.printed, printed)
 				for _, id := range c.printed {
-					assert.Contains(t, stderr.String(), string(diagnosisMessage(findDiagnosis(t, w, id))))
+					assert.Contains(t, stderr.String(), string(diagnosis.Message(findDiagnosis(t, w, id))))
 				}
 				if len(c.printed) == 0 {
 					assert.Empty(t, stderr.String())
