@@ -3,12 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -33,13 +31,13 @@ const terminationLimit = 4096
 
 // runReport is the JSON of --report FILE (docs/contract.md).
 type runReport struct {
-	Preflight     preflight.Report      `json:"preflight"`
-	EnvAdded      map[string]envEntry   `json:"env_added"`
-	Diagnoses     []diagnosis.Diagnosis `json:"diagnoses"`
-	FirstFailure  *diagnosis.Failure    `json:"first_failure,omitempty"`
-	ExitCode      int                   `json:"exit_code"`
-	Signal        *string               `json:"signal"`
-	TorchrunError *torchrunError        `json:"torchrun_error,omitempty"`
+	Preflight     preflight.Report       `json:"preflight"`
+	EnvAdded      map[string]envEntry    `json:"env_added"`
+	Diagnoses     []diagnosis.Diagnosis  `json:"diagnoses"`
+	FirstFailure  *diagnosis.Failure     `json:"first_failure,omitempty"`
+	ExitCode      int                    `json:"exit_code"`
+	Signal        *string                `json:"signal"`
+	TorchrunError *nccllog.TorchrunError `json:"torchrun_error,omitempty"`
 	// TapShed: NCCL INFO noise lines diagnosis did not see, shed while it
 	// was behind the output; TapLost: the other lines it did not see (0 as
 	// long as the matcher keeps up with the lines that are not noise).
@@ -388,7 +386,7 @@ type outcome struct {
 	ds      []diagnosis.Diagnosis
 	first   *diagnosis.Failure // the first failure (Matcher.FirstFailure)
 	printed map[string]bool    // the ids of ds printed while CMD ran
-	te      *torchrunError
+	te      *nccllog.TorchrunError
 	// code is ncclrun's exit status: CMD's, unless the policy
 	// (failfast.go) changed it and note says why.
 	code int
@@ -430,7 +428,7 @@ func collect(e *env, j runJob, p childPlan, w *watch, res launcher.Result, term 
 		}
 	}
 	if len(reads.Torch) > 0 {
-		out.te = firstFailingError(parseTorchrunError(reads.Torch), out.first)
+		out.te = nccllog.ParseTorchrunError(reads.Torch).FirstFailing(out.first.Exception())
 	}
 	if !j.s.quiet {
 		printExitWarnings(e, reads.Warns)
@@ -504,7 +502,7 @@ func terminationLogPath(s settings, r preflight.Report) string {
 // knock-on (whatever torchrun's error file picked: torch orders ranks by
 // whole-second timestamps), or when none was found, how CMD ended (and
 // torchrun's first failure).
-func terminationText(ds []diagnosis.Diagnosis, first *diagnosis.Failure, code int, sig string, te *torchrunError, limit int) string {
+func terminationText(ds []diagnosis.Diagnosis, first *diagnosis.Failure, code int, sig string, te *nccllog.TorchrunError, limit int) string {
 	if len(ds) > 0 {
 		if first != nil && first.ID == "" {
 			head := "ncclrun: first failure: " + diagnosis.FailureText(first) + "\n"
@@ -560,66 +558,4 @@ func writeFileJSON(path string, v any) error {
 		return fmt.Errorf("write %q: %w", path, err)
 	}
 	return nil
-}
-
-// torchrunError is the first failing rank's exception from torchrun's error
-// file: {"message": {"message": "...", "extraInfo": {"py_callstack": ..., "timestamp": ...}}}.
-type torchrunError struct {
-	Message   string `json:"message"`
-	Traceback string `json:"traceback,omitempty"`
-	Timestamp string `json:"timestamp,omitempty"`
-	ErrorCode *int   `json:"error_code,omitempty"`
-}
-
-// firstFailingError is torchrun's error te, or the program's exception
-// that ncclrun saw first (first, with no catalog id) when te names
-// another failure: torch 1.13 picks the rank by whole-second timestamps,
-// lowest local rank on a tie, and so can name a sibling's lost connection,
-// the knock-on of the exception, instead of the exception.
-func firstFailingError(te *torchrunError, first *diagnosis.Failure) *torchrunError {
-	if te == nil || first == nil || first.ID != "" {
-		return te
-	}
-	exc := strings.TrimSpace(first.Line)
-	msg := strings.TrimSpace(te.Message)
-	if exc == "" || msg != "" && (strings.Contains(exc, msg) || strings.Contains(msg, exc)) {
-		return te
-	}
-	return &torchrunError{Message: exc, ErrorCode: te.ErrorCode}
-}
-
-// parseTorchrunError parses torchrun's error file; nil when it cannot be
-// understood.
-func parseTorchrunError(data []byte) *torchrunError {
-	var raw struct {
-		Message   json.RawMessage `json:"message"`
-		ErrorCode *int            `json:"errorCode"`
-	}
-	if json.Unmarshal(data, &raw) != nil || len(raw.Message) == 0 {
-		return nil
-	}
-	te := &torchrunError{ErrorCode: raw.ErrorCode}
-	var str string
-	if json.Unmarshal(raw.Message, &str) == nil {
-		te.Message = str
-		return te
-	}
-	var obj struct {
-		Message   string `json:"message"`
-		ExtraInfo struct {
-			PyCallstack string          `json:"py_callstack"`
-			Timestamp   json.RawMessage `json:"timestamp"`
-		} `json:"extraInfo"`
-	}
-	if json.Unmarshal(raw.Message, &obj) != nil {
-		return nil
-	}
-	te.Message, te.Traceback = obj.Message, obj.ExtraInfo.PyCallstack
-	var ts string
-	if json.Unmarshal(obj.ExtraInfo.Timestamp, &ts) == nil {
-		te.Timestamp = ts
-	} else if len(obj.ExtraInfo.Timestamp) > 0 {
-		te.Timestamp = string(obj.ExtraInfo.Timestamp)
-	}
-	return te
 }

@@ -99,22 +99,6 @@ func TestExitStatusMapping(t *testing.T) {
 	}
 }
 
-func TestParseTorchrunError(t *testing.T) {
-	te := parseTorchrunError([]byte(`{"message": {"message": "ValueError: x", "extraInfo": {"py_callstack": "tb", "timestamp": "17"}}, "errorCode": -9}`))
-	require.NotNil(t, te)
-	require.Equal(t, "ValueError: x", te.Message)
-	require.Equal(t, "tb", te.Traceback)
-	require.Equal(t, "17", te.Timestamp)
-	require.Equal(t, -9, *te.ErrorCode)
-
-	te = parseTorchrunError([]byte(`{"message": {"message": "E", "extraInfo": {"timestamp": 1700000000}}}`))
-	require.Equal(t, "1700000000", te.Timestamp)
-	te = parseTorchrunError([]byte(`{"message": "plain"}`))
-	require.Equal(t, "plain", te.Message)
-	require.Nil(t, parseTorchrunError([]byte(`not json`)))
-	require.Nil(t, parseTorchrunError([]byte(`{}`)))
-}
-
 func TestShellQuoteAndTruncate(t *testing.T) {
 	require.Equal(t, `'a b'`, shellQuote("a b"))
 	require.Equal(t, `'it'\''s'`, shellQuote("it's"))
