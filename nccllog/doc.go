@@ -8,7 +8,7 @@
 //   - Probe: the private directory NCCL writes its INFO log into while CMD
 //     runs (NCCL_DEBUG_FILE), followed as it grows; the lines NCCL would
 //     have printed at WARN go to CMD's stdout through a Gate, between
-//     CMD's own lines;
+//     CMD's own lines; ProbeOff says when a run can have it;
 //   - ExitFiles: NCCL_DEBUG_FILE's files (DebugFiles expands its %h and
 //     %p) and torchrun's error file, read once CMD has exited, as CMD's
 //     user, within bounds of size and time (ParseTorchrunError reads the

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 
 	"github.com/ncclrun/ncclrun/diagnosis"
 	"github.com/ncclrun/ncclrun/preflight"
@@ -13,27 +12,10 @@ import (
 // socket/tcp fallback on a node with usable ports is a certain
 // degraded-transport, and "GPU Direct RDMA Disabled" names its cause.
 func transportFacts(r preflight.Report, f *diagnosis.Facts) {
-	f.RDMAPorts = usablePorts(r.Facts.RDMA)
+	f.RDMAPorts = preflight.UsablePorts(r.Facts.RDMA)
 	if g := r.Facts.GPUDirect; g != nil {
 		f.GDRModule = gdrModule(*g)
 	}
-}
-
-// usablePorts lists the ports NCCL can open: a verbs node in
-// /dev/infiniband and the port ACTIVE (preflight's rule).
-func usablePorts(devs []preflight.RDMADevice) []string {
-	var out []string
-	for _, dev := range devs {
-		if !dev.UverbsPresent {
-			continue
-		}
-		for _, p := range dev.Ports {
-			if p.State == "ACTIVE" {
-				out = append(out, fmt.Sprintf("%s:%d", dev.Name, p.Port))
-			}
-		}
-	}
-	return out
 }
 
 // gdrModule names the peer-memory module the gpudirect check found.

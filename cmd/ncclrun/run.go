@@ -221,7 +221,7 @@ type childPlan struct {
 	// resolved before CMD runs (nccllog.PinDir).
 	debugFile, report, termLog string
 	cleanup                    func()
-	probe                      *transportProbe // nil: off (probe.go)
+	probe                      *nccllog.Probe // nil: off (probe.go)
 }
 
 // planChild is run's plan stage: CMD's environment (NCCL variables,
@@ -267,7 +267,7 @@ func planChild(e *env, j runJob, rep preflight.Report) childPlan {
 	}
 	j.s.ff.configure(&p.cfg, j.path, j.args, e.stderr)
 	if probe != nil {
-		probe.attach(&p, added)
+		attachProbe(&p, probe, added)
 	}
 	return p
 }
