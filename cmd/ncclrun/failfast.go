@@ -29,18 +29,6 @@ const (
 	flagMisconfigExit    = "misconfig-exit"
 )
 
-// degradedID is the diagnosis that --on-degraded fail acts on.
-const degradedID = "degraded-transport"
-
-// misconfigIDs are the diagnoses of a deployment misconfiguration: a limit,
-// mount, device, library or interface the pod or node was given wrong,
-// which fails the same way on every retry. A certain one of them in a
-// failed run makes --misconfig-exit's status. Causes a retry may not meet
-// again (ib-transport, peer-lost, collective-timeout, cuda-oom, ...) are
-// not here: they keep CMD's status. A memlock limit that a user namespace
-// keeps capabilities from bypassing is diagnosed as memlock.
-var misconfigIDs = []string{"memlock", "shm", "rdma-device", "ibverbs-library", "socket-interface"}
-
 // failFastFlags are the policy's flags, part of globalFlags.
 func failFastFlags() []cli.Flag {
 	return []cli.Flag{
@@ -179,12 +167,12 @@ func (r *failRun) end() {
 // found is told every diagnosis as the watch finds it, while CMD runs; it
 // returns the line to print when it stops CMD.
 func (r *failRun) found(d diagnosis.Diagnosis, cmd string) string {
-	if r == nil || r.stop == nil || r.over || r.stopped != nil || d.ID != degradedID || d.Certainty != diagnosis.Certain {
+	if r == nil || r.stop == nil || r.over || r.stopped != nil || d.ID != diagnosis.Degraded || d.Certainty != diagnosis.Certain {
 		return ""
 	}
 	r.stopped = &d
 	close(r.stop)
-	return fmt.Sprintf("ncclrun: --%s fail: stopping %s as SIGTERM would (%s is certain); ncclrun will exit %d\n", flagOnDegraded, cmd, degradedID, ExitDegraded)
+	return fmt.Sprintf("ncclrun: --%s fail: stopping %s as SIGTERM would (%s is certain); ncclrun will exit %d\n", flagOnDegraded, cmd, diagnosis.Degraded, ExitDegraded)
 }
 
 // verdict is run's exit status and, when the policy changed it, the line
@@ -195,31 +183,14 @@ func (r *failRun) verdict(res launcher.Result, ds []diagnosis.Diagnosis) (int, s
 	}
 	if r.stopped != nil && res.ExitCode != 0 { // a CMD that succeeded before the stop reached it keeps 0
 		return ExitDegraded, fmt.Sprintf("ncclrun: --%s fail: CMD was stopped because NCCL runs degraded (%s); CMD's exit status %d, ncclrun's %d\n",
-			flagOnDegraded, degradedID, res.ExitCode, ExitDegraded)
+			flagOnDegraded, diagnosis.Degraded, res.ExitCode, ExitDegraded)
 	}
 	if r.f.misconfigExit == 0 || res.ExitCode == 0 {
 		return res.ExitCode, ""
 	}
-	if id := misconfiguration(ds); id != "" {
+	if id := diagnosis.Misconfiguration(ds); id != "" {
 		return r.f.misconfigExit, fmt.Sprintf("ncclrun: --%s: CMD failed (exit status %d) and %s is certain, a deployment misconfiguration that fails the same way on every retry; ncclrun exits %d\n",
 			flagMisconfigExit, res.ExitCode, id, r.f.misconfigExit)
 	}
 	return res.ExitCode, ""
-}
-
-// misconfiguration is the first certain diagnosis of ds that misconfigIDs
-// names, "" for none. One such cause is enough: a retry meets it again,
-// whatever else failed with it.
-func misconfiguration(ds []diagnosis.Diagnosis) string {
-	for _, d := range ds {
-		if d.Certainty != diagnosis.Certain {
-			continue
-		}
-		for _, id := range misconfigIDs {
-			if d.ID == id {
-				return id
-			}
-		}
-	}
-	return ""
 }
