@@ -11,8 +11,8 @@
 //     CMD's own lines; ProbeOff says when a run can have it;
 //   - ExitFiles: NCCL_DEBUG_FILE's files (DebugFiles expands its %h and
 //     %p) and torchrun's error file, read once CMD has exited, as CMD's
-//     user, within bounds of size and time (ParseTorchrunError reads the
-//     latter);
+//     user, within bounds of size and time (TorchFile says where torchrun
+//     writes the latter, ParseTorchrunError reads it);
 //   - Open: a saved log, plain or compressed with gzip; bzip2, zstd and
 //     xz are refused.
 //

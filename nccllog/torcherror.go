@@ -2,8 +2,44 @@ package nccllog
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
+
+	"github.com/ncclrun/ncclrun/internal/environ"
+	"github.com/ncclrun/ncclrun/launcher"
 )
+
+// TorchFile is where torchrun will write the first failing rank's
+// exception for a run of cmd with environment env ("" for nowhere): the
+// user's TORCHELASTIC_ERROR_FILE when set (its directory's links resolved,
+// PinDir: torchrun writes it whatever starts torchrun), else, when cmd is
+// torchrun, error.json in a new temporary directory, with the variable that
+// asks for it (nil otherwise) and a cleanup that removes the directory.
+// otherUser says that CMD runs as another user, who must be able to create
+// the file.
+func TorchFile(env []string, cmd launcher.Command, otherUser bool) (path string, ask *launcher.EnvVar, cleanup func()) {
+	cleanup = func() {}
+	if v, set := environ.Lookup(env, "TORCHELASTIC_ERROR_FILE"); set {
+		if v == "" {
+			return "", nil, cleanup
+		}
+		return PinDir(v), nil, cleanup
+	}
+	if !cmd.Torchrun() {
+		return "", nil, cleanup
+	}
+	dir, err := os.MkdirTemp("", "ncclrun-torchelastic-")
+	if err != nil {
+		return "", nil, cleanup
+	}
+	if otherUser {
+		_ = os.Chmod(dir, 0o1777)
+	}
+	path = filepath.Join(dir, "error.json")
+	return path, &launcher.EnvVar{Name: "TORCHELASTIC_ERROR_FILE", Value: path,
+		Reason: "torchrun writes the first failing rank's exception there for ncclrun's report"}, func() { os.RemoveAll(dir) }
+}
 
 // TorchrunError is the first failing rank's exception from torchrun's
 // error file (ExitReads.Torch): {"message": {"message": "...", "extraInfo":

@@ -1,10 +1,13 @@
 package nccllog
 
 import (
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/ncclrun/ncclrun/launcher"
 )
 
 func TestParseTorchrunError(t *testing.T) {
@@ -52,4 +55,32 @@ func TestTorchrunErrorFirstFailing(t *testing.T) {
 		})
 	}
 	assert.Nil(t, (*TorchrunError)(nil).FirstFailing(exc))
+}
+
+// TestTorchFile: the user's TORCHELASTIC_ERROR_FILE is used as set (an
+// empty one means none); otherwise only torchrun is asked for one, in a
+// directory of its own that cleanup removes.
+func TestTorchFile(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name, path string
+		env        []string
+		want       string
+	}{
+		{"the user's", "python3", []string{"TORCHELASTIC_ERROR_FILE=" + dir + "/err.json"}, dir + "/err.json"},
+		{"the user's empty one", "torchrun", []string{"TORCHELASTIC_ERROR_FILE="}, ""},
+		{"not torchrun", "python3", nil, ""},
+	} {
+		path, ask, cleanup := TorchFile(tc.env, launcher.Command{Path: tc.path}, false)
+		assert.Equal(t, tc.want, path, tc.name)
+		assert.Nil(t, ask, tc.name)
+		cleanup()
+	}
+	path, ask, cleanup := TorchFile(nil, launcher.Command{Path: "/usr/bin/torchrun"}, false)
+	require.NotNil(t, ask)
+	assert.Equal(t, "TORCHELASTIC_ERROR_FILE", ask.Name)
+	assert.Equal(t, path, ask.Value)
+	assert.DirExists(t, filepath.Dir(path))
+	cleanup()
+	assert.NoDirExists(t, filepath.Dir(path))
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"sync"
 	"syscall"
 	"time"
@@ -232,19 +231,11 @@ func planChild(e *env, j runJob, rep preflight.Report) childPlan {
 	// torchrun writes the first failing rank's exception to
 	// TORCHELASTIC_ERROR_FILE; ask for it unless the user already did.
 	var extra []launcher.EnvVar
-	if v, set := environ.Lookup(e.environ, "TORCHELASTIC_ERROR_FILE"); set {
-		if v != "" && !j.s.noWatch {
-			p.torchFile = nccllog.PinDir(v) // the user's: torchrun writes it whatever starts torchrun
-		}
-	} else if !j.s.noWatch && j.command().Torchrun() {
-		if dir, err := os.MkdirTemp("", "ncclrun-torchelastic-"); err == nil {
-			p.cleanup = func() { os.RemoveAll(dir) }
-			if j.s.user != "" {
-				_ = os.Chmod(dir, 0o1777) // CMD runs as another user and must create the file
-			}
-			p.torchFile = filepath.Join(dir, "error.json")
-			extra = append(extra, launcher.EnvVar{Name: "TORCHELASTIC_ERROR_FILE", Value: p.torchFile,
-				Reason: "torchrun writes the first failing rank's exception there for ncclrun's report"})
+	if !j.s.noWatch {
+		var ask *launcher.EnvVar
+		p.torchFile, ask, p.cleanup = nccllog.TorchFile(e.environ, j.command(), j.s.user != "")
+		if ask != nil {
+			extra = append(extra, *ask)
 		}
 	}
 	probe := planProbe(e, &j, rep) // transport probe (probe.go): j.s.transportEnv
