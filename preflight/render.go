@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/ncclrun/ncclrun/internal/advice"
+	"github.com/ncclrun/ncclrun/internal/units"
 )
 
 // How a Report reads as text: doctor's table (WriteTable) and run's
@@ -119,4 +120,24 @@ func wrap(text string, width int) []string {
 // oneLine keeps a table cell on one line.
 func oneLine(s string) string {
 	return strings.Join(strings.Fields(s), " ")
+}
+
+// MemlockState is one sentence of CMD's memlock state, e.g.
+// "RLIMIT_MEMLOCK 64 KiB (soft=hard), uid 1000, CAP_IPC_LOCK not
+// effective": what the memlock diagnosis says the command ran with.
+func (cs CommandState) MemlockState() string {
+	lim := "RLIMIT_MEMLOCK " + units.FormatSize(cs.Memlock.Soft)
+	if cs.Memlock.Soft == cs.Memlock.Hard {
+		lim += " (soft=hard)"
+	} else {
+		lim += " (hard " + units.FormatSize(cs.Memlock.Hard) + ")"
+	}
+	capState := "CAP_IPC_LOCK not effective"
+	if cs.IPCLockEffective {
+		capState = "CAP_IPC_LOCK effective"
+		if cs.Via != "" && cs.Via != "none" {
+			capState += " (" + cs.Via + ")"
+		}
+	}
+	return fmt.Sprintf("%s, uid %d, %s", lim, cs.UID, capState)
 }

@@ -21,3 +21,15 @@ func TestWriteChecksWritesASharedFixOnce(t *testing.T) {
 		"ncclrun: capabilities: no cap\n"+
 		"ncclrun: shm: small\nncclrun:   fix: grow it\n", b.String())
 }
+
+func TestMemlockState(t *testing.T) {
+	for _, tc := range []struct {
+		cs   CommandState
+		want string
+	}{
+		{CommandState{UID: 1000, Memlock: Rlimit{Soft: 64 << 10, Hard: 64 << 10}}, "RLIMIT_MEMLOCK 64 KiB (soft=hard), uid 1000, CAP_IPC_LOCK not effective"},
+		{CommandState{Memlock: Rlimit{Soft: 64 << 10, Hard: Unlimited}, IPCLockEffective: true, Via: "ambient"}, "RLIMIT_MEMLOCK 64 KiB (hard unlimited), uid 0, CAP_IPC_LOCK effective (ambient)"},
+	} {
+		assert.Equal(t, tc.want, tc.cs.MemlockState())
+	}
+}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"os"
 	"regexp"
 	"sort"
@@ -10,7 +9,6 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/ncclrun/ncclrun/diagnosis"
 	"github.com/ncclrun/ncclrun/internal/caps"
 	"github.com/ncclrun/ncclrun/internal/units"
 	"github.com/ncclrun/ncclrun/launcher"
@@ -183,50 +181,6 @@ func (s settings) composeEnv(base []string, r preflight.Report, extra ...launche
 	env, added := launcher.ComposeEnv(base, append(s.envAdds(r), extra...), r.NCCLConf)
 	sort.Slice(added, func(i, j int) bool { return added[i].Name < added[j].Name })
 	return env, added
-}
-
-// facts turn preflight's report into what the matcher needs to tell
-// memlock from other registration failures.
-func facts(r preflight.Report, minMemlock int64) diagnosis.Facts {
-	cs := r.Command
-	f := diagnosis.Facts{
-		Known:    true,
-		Platform: r.Environment.Kind,
-		MemlockAdequate: cs.IPCLockEffective || cs.Memlock.Soft == preflight.Unlimited ||
-			(minMemlock > 0 && cs.Memlock.Soft >= minMemlock),
-		Seen:       seen(cs),
-		MemlockFix: r.Facts.Memlock.Fix,
-		ShmBytes:   r.Facts.ShmBytes,
-		// Only a host whose sysfs lists no RDMA device at all: a container
-		// without /dev/infiniband still sees the host's devices there.
-		NoRDMA: r.Facts.NoRDMA,
-	}
-	// Preflight's facts are this host's: lines of other hosts are judged
-	// without them (diagnosis.Facts.Host).
-	if h, err := os.Hostname(); err == nil {
-		f.Host = h
-	}
-	transportFacts(r, &f)
-	return f
-}
-
-// seen is one sentence of CMD's memlock state, e.g. "RLIMIT_MEMLOCK 64 KiB
-// (soft=hard), uid 1000, CAP_IPC_LOCK not effective".
-func seen(cs preflight.CommandState) string {
-	lim := "RLIMIT_MEMLOCK " + units.FormatSize(cs.Memlock.Soft)
-	if cs.Memlock.Soft == cs.Memlock.Hard {
-		lim += " (soft=hard)"
-	} else {
-		lim += " (hard " + units.FormatSize(cs.Memlock.Hard) + ")"
-	}
-	capState := "CAP_IPC_LOCK not effective"
-	if cs.IPCLockEffective {
-		capState = "CAP_IPC_LOCK effective"
-		if cs.Via != "" && cs.Via != "none" {
-			capState += " (" + cs.Via + ")"
-		}
-	}
-	return fmt.Sprintf("%s, uid %d, %s", lim, cs.UID, capState)
 }
 
 // fileExists reports whether p names an existing file of any kind.
