@@ -66,7 +66,7 @@ func parseFailFast(c *cli.Context) (failFast, error) {
 		if f.stopGrace == 0 {
 			return f, usagef("--%s needs --%s (how long the training processes have to save)", flagCheckpointSignal, flagStopGrace)
 		}
-		sig, err := parseSignal(name)
+		sig, err := launcher.ParseCheckpointSignal(name)
 		if err != nil {
 			return f, usagef("--%s: %v", flagCheckpointSignal, err)
 		}
@@ -82,30 +82,6 @@ func parseFailFast(c *cli.Context) (failFast, error) {
 		f.misconfigExit = n
 	}
 	return f, nil
-}
-
-// parseSignal reads a signal as `kill -s` takes it: SIGUSR1, USR1 or 10.
-// SIGKILL and SIGSTOP cannot be handled, so no process could save on them.
-func parseSignal(s string) (syscall.Signal, error) {
-	s = strings.ToUpper(strings.TrimSpace(s))
-	var sig syscall.Signal
-	if n, err := strconv.Atoi(s); err == nil {
-		sig = syscall.Signal(n)
-		if n <= 0 || n > 64 || unix.SignalName(sig) == "" {
-			return 0, fmt.Errorf("%q is not a signal", s)
-		}
-	} else {
-		if !strings.HasPrefix(s, "SIG") {
-			s = "SIG" + s
-		}
-		if sig = unix.SignalNum(s); sig == 0 {
-			return 0, fmt.Errorf("%q is not a signal name", s)
-		}
-	}
-	if sig == unix.SIGKILL || sig == unix.SIGSTOP {
-		return 0, fmt.Errorf("%s cannot be caught: no process can save on it", unix.SignalName(sig))
-	}
-	return sig, nil
 }
 
 // configure sets the checkpoint step in the launcher's Config. The
