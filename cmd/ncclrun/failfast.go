@@ -5,6 +5,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -108,9 +109,10 @@ func (f failFast) configure(cfg *launcher.Config, path string, args []string, st
 	}
 }
 
-// failRun is the policy during one run; w.mu guards it (watch). A nil
+// failRun is the policy during one run. A nil
 // *failRun is the default policy: it changes nothing.
 type failRun struct {
+	mu      sync.Mutex // found runs on the Watch's feeders, end and verdict on run's goroutine
 	f       failFast
 	stop    chan struct{} // closed once: launcher.Config.Stop; nil without --on-degraded fail
 	stopped *diagnosis.Diagnosis
@@ -136,14 +138,21 @@ func (r *failRun) stopChan() <-chan struct{} {
 // end says that CMD has exited: what is found from now on stops nothing.
 func (r *failRun) end() {
 	if r != nil {
+		r.mu.Lock()
 		r.over = true
+		r.mu.Unlock()
 	}
 }
 
 // found is told every diagnosis as the watch finds it, while CMD runs; it
 // returns the line to print when it stops CMD.
 func (r *failRun) found(d diagnosis.Diagnosis, cmd string) string {
-	if r == nil || r.stop == nil || r.over || r.stopped != nil || d.ID != diagnosis.Degraded || d.Certainty != diagnosis.Certain {
+	if r == nil || r.stop == nil || d.ID != diagnosis.Degraded || d.Certainty != diagnosis.Certain {
+		return ""
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.over || r.stopped != nil {
 		return ""
 	}
 	r.stopped = &d
@@ -157,6 +166,8 @@ func (r *failRun) verdict(res launcher.Result, ds []diagnosis.Diagnosis) (int, s
 	if r == nil {
 		return res.ExitCode, ""
 	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	if r.stopped != nil && res.ExitCode != 0 { // a CMD that succeeded before the stop reached it keeps 0
 		return ExitDegraded, fmt.Sprintf("ncclrun: --%s fail: CMD was stopped because NCCL runs degraded (%s); CMD's exit status %d, ncclrun's %d\n",
 			flagOnDegraded, diagnosis.Degraded, res.ExitCode, ExitDegraded)

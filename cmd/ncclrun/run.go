@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sync"
 	"syscall"
 	"time"
 
@@ -263,70 +262,30 @@ func planChild(e *env, j runJob, rep preflight.Report) childPlan {
 	return p
 }
 
-// watch is the diagnosis of CMD's output while it runs: the matcher, and
-// which diagnoses were printed already. It is the launcher.Tap of CMD's
-// output, and run's other sources feed it too (sources.go).
-//
-// The matcher is built on CMD's first line, not before the start:
-// building the shipped catalog's matcher costs milliseconds, which a CMD
-// that prints nothing never pays and which otherwise overlaps CMD's own start-up
-// instead of delaying it. A matcher that saw no line has no diagnosis.
+// watch is the diagnosis of CMD's output while it runs (diagnosis.Watch)
+// as the launcher's Tap of that output; run's other sources feed it too
+// (sources.go), and the policy (failfast.go) is told what it finds.
 type watch struct {
-	stderr  io.Writer
-	facts   diagnosis.Facts
-	mu      sync.Mutex // the tap's goroutine and the probe's feed it; the lock also orders Diagnoses after them
-	m       *diagnosis.Matcher
-	printed map[string]bool
+	*diagnosis.Watch
 	started time.Time // just before CMD started, less the file times' granularity
 	ff      *failRun  // --on-degraded (failfast.go); nil: the default policy
 	cmd     string    // CMD as given, for the line that says it is stopped
 }
 
 func newWatch(e *env, rep preflight.Report, s settings) *watch {
-	return &watch{stderr: e.stderr, facts: facts(rep, s.minMemlockOrDefault()), printed: map[string]bool{}, ff: newFailRun(s.ff)}
+	w := &watch{ff: newFailRun(s.ff)}
+	w.Watch = diagnosis.NewWatch(facts(rep, s.minMemlockOrDefault()), e.stderr, func(d diagnosis.Diagnosis) string { return w.ff.found(d, w.cmd) })
+	return w
 }
 
-// matcher returns the matcher, building it on first use; w.mu is held.
-func (w *watch) matcher() *diagnosis.Matcher {
-	if w.m == nil {
-		w.m = diagnosis.NewMatcher(w.facts)
-	}
-	return w.m
-}
-
-// Lines is launcher.Tap.Lines: a chunk of lines goes to the matcher at
-// once, which skips the lines that cannot change its result with one scan
-// of the chunk and, when the tap is behind, sheds the noise among the
-// others; each diagnosis is printed as it is found.
-func (w *watch) Lines(_ launcher.Stream, p []byte, behind bool) int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	var noise func([]byte) bool
-	if behind {
-		noise = diagnosis.Noise
-	}
-	shed, _ := w.matcher().FeedChunk(p, noise, w.print)
-	return shed
-}
+// Lines is launcher.Tap.Lines: the chunk goes to the Watch whole; when the
+// tap is behind, the noise among its lines is shed.
+func (w *watch) Lines(_ launcher.Stream, p []byte, behind bool) int { return w.Feed(p, behind) }
 
 // Noise is launcher.Tap.Noise: NCCL's per-channel INFO lines and the
 // like, which the tap sheds when the matcher falls behind a burst; every
 // other line (WARN lines, errors) is kept.
 func (w *watch) Noise(line []byte) bool { return diagnosis.Noise(line) }
-
-// print prints the diagnoses found on a line; w.mu is held.
-func (w *watch) print(ds []diagnosis.Diagnosis) {
-	for _, d := range ds {
-		if diagnosis.DefaultCatalog().HeldBack(d.ID) {
-			continue // printed at exit, and only if nothing specific follows
-		}
-		w.printed[d.ID] = true
-		_, _ = w.stderr.Write(diagnosis.Message(d))
-		if line := w.ff.found(d, w.cmd); line != "" {
-			fprintf(w.stderr, "%s", line)
-		}
-	}
-}
 
 // supervise is run's supervise stage: unless a terminating signal came
 // before the start, start CMD with its output relayed and tapped into w,
@@ -398,20 +357,13 @@ func collect(e *env, j runJob, p childPlan, w *watch, res launcher.Result, term 
 	for len(term) > 0 {
 		<-term // signals during the run were the launcher's to forward
 	}
-	w.mu.Lock()
 	w.ff.end() // CMD has exited: nothing more to stop
-	w.mu.Unlock()
 	var reads nccllog.ExitReads
 	if p.debugFile != "" || p.torchFile != "" {
 		reads = exitFiles(p, j, w.started).Read(func(r io.Reader) { _ = nccllog.Split(r, w.sourceLines) }, term)
 	}
-	w.mu.Lock()
-	if w.m != nil {
-		out.ds, out.first = w.m.Diagnoses(), w.m.FirstFailure()
-	}
-	out.printed = w.printed
+	out.ds, out.first, out.printed = w.Result()
 	out.code, out.note = w.ff.verdict(res, out.ds)
-	w.mu.Unlock()
 	if res.Signal != 0 {
 		out.sigName = unix.SignalName(res.Signal)
 		if out.sigName == "" {
