@@ -6,10 +6,12 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/ncclrun/ncclrun/internal/caps"
+	"github.com/ncclrun/ncclrun/internal/rlimit"
 	"github.com/ncclrun/ncclrun/internal/units"
 	"github.com/ncclrun/ncclrun/launcher"
 	"github.com/ncclrun/ncclrun/preflight"
@@ -27,7 +29,7 @@ type settings struct {
 	dropCaps   []string
 	quiet      bool
 	user       string
-	killAfter  int64 // nanoseconds, kept as time.Duration in launcher.Config
+	killAfter  time.Duration
 	minMemlock int64
 	probe      int64
 	noIB       bool
@@ -67,21 +69,11 @@ func parseSettings(c *cli.Context) (settings, error) {
 		return s, usagef("--%s: empty level (want e.g. WARN, INFO, TRACE)", flagNCCLDebug)
 	}
 	if v := c.String(flagMemlock); v != "" {
-		soft, hard, ok := strings.Cut(v, ":")
-		sv, err := parseSize(soft)
+		l, err := rlimit.Parse(v)
 		if err != nil {
 			return s, usagef("--%s: %v", flagMemlock, err)
 		}
-		hv := sv
-		if ok {
-			if hv, err = parseSize(hard); err != nil {
-				return s, usagef("--%s: %v", flagMemlock, err)
-			}
-			if hv != units.Unlimited && (sv == units.Unlimited || sv > hv) {
-				return s, usagef("--%s: soft limit %s is above hard limit %s", flagMemlock, units.FormatSize(sv), units.FormatSize(hv))
-			}
-		}
-		s.memlock = &preflight.Rlimit{Soft: sv, Hard: hv}
+		s.memlock = &preflight.Rlimit{Soft: l.Soft, Hard: l.Hard}
 	}
 	for _, v := range c.StringSlice(flagDropCap) {
 		for _, name := range strings.Split(v, ",") {
@@ -99,11 +91,10 @@ func parseSettings(c *cli.Context) (settings, error) {
 	if s.user != "" && !userRE().MatchString(s.user) {
 		return s, usagef("--%s: %q is not USER[:GROUP]", flagUser, s.user)
 	}
-	d, err := killAfter(c)
-	if err != nil {
-		return s, err
+	if s.killAfter = c.Duration(flagKillAfter); s.killAfter < 0 {
+		return s, usagef("--%s: %v is negative", flagKillAfter, s.killAfter)
 	}
-	s.killAfter = int64(d)
+	var err error
 	if s.ff, err = parseFailFast(c); err != nil {
 		return s, err
 	}

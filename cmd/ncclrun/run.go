@@ -252,7 +252,7 @@ func planChild(e *env, j runJob, rep preflight.Report) childPlan {
 		AmbientIPCLock: rep.Command.Ambient,
 		DropCaps:       j.s.dropCaps,
 		Memlock:        j.s.launcherMemlock(),
-		KillAfter:      time.Duration(j.s.killAfter),
+		KillAfter:      j.s.killAfter,
 		NoPTY:          j.s.noPTY,
 	}
 	j.s.ff.configure(&p.cfg, j.path, j.args, e.stderr)
