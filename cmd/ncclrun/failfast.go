@@ -109,8 +109,8 @@ func (f failFast) configure(cfg *launcher.Config, path string, args []string, st
 	}
 }
 
-// failRun is the policy during one run. A nil
-// *failRun is the default policy: it changes nothing.
+// failRun is the policy during one run. A nil *failRun is the default
+// policy: it changes nothing.
 type failRun struct {
 	mu      sync.Mutex // found runs on the Watch's feeders, end and verdict on run's goroutine
 	f       failFast
