@@ -66,6 +66,15 @@ type Failure struct {
 	Line string `json:"line"`
 }
 
+// Exception is the program's exception line when f is one (no catalog
+// id); "" for a nil f or a catalog cause.
+func (f *Failure) Exception() string {
+	if f == nil || f.ID != "" {
+		return ""
+	}
+	return f.Line
+}
+
 // Facts are what preflight saw, which decide what a log alone cannot.
 // The zero value means "unknown" (explain on a saved log).
 type Facts struct {

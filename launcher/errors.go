@@ -3,6 +3,9 @@ package launcher
 import (
 	"errors"
 	"fmt"
+	"io/fs"
+	"os/exec"
+	"syscall"
 )
 
 // Sentinel errors. Match them with errors.Is; the errors returned carry the
@@ -50,4 +53,23 @@ func (e *StartError) ExitCode() int {
 		return 127
 	}
 	return 126
+}
+
+// StartStatus classifies err, a failure of Run or Exec to start the
+// command, as bash and tini do: 127 not found, 126 found but not
+// executable, 125 (docker run's status for a failure of its own)
+// otherwise.
+func StartStatus(err error) int {
+	var ec interface{ ExitCode() int } // *StartError, or another typed start error
+	switch {
+	case errors.As(err, &ec) && (ec.ExitCode() == 127 || ec.ExitCode() == 126):
+		return ec.ExitCode()
+	case errors.Is(err, exec.ErrNotFound), errors.Is(err, fs.ErrNotExist):
+		return 127
+	case errors.Is(err, fs.ErrPermission), errors.Is(err, syscall.ENOEXEC),
+		errors.Is(err, syscall.EISDIR), errors.Is(err, exec.ErrDot):
+		return 126
+	default:
+		return 125
+	}
 }

@@ -8,10 +8,11 @@
 //   - Probe: the private directory NCCL writes its INFO log into while CMD
 //     runs (NCCL_DEBUG_FILE), followed as it grows; the lines NCCL would
 //     have printed at WARN go to CMD's stdout through a Gate, between
-//     CMD's own lines;
+//     CMD's own lines; ProbeOff says when a run can have it;
 //   - ExitFiles: NCCL_DEBUG_FILE's files (DebugFiles expands its %h and
 //     %p) and torchrun's error file, read once CMD has exited, as CMD's
-//     user, within bounds of size and time;
+//     user, within bounds of size and time (TorchFile says where torchrun
+//     writes the latter, ParseTorchrunError reads it);
 //   - Open: a saved log, plain or compressed with gzip; bzip2, zstd and
 //     xz are refused.
 //

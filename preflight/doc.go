@@ -16,9 +16,11 @@
 //
 // Report carries typed Facts (memlock verdict, shm size, RDMA devices,
 // GPUDirect) and the Platform for the packages that act on them; each
-// check's Details are only its JSON rendering. The package never prints,
-// never exits and never changes the system: raising limits and starting
-// probes is the caller's business (Options.MemlockBefore, Options.Prober).
+// check's Details are only its JSON rendering; WriteTable and WriteChecks
+// are how a Report reads as text, written to an io.Writer the caller gives.
+// The package owns no stream, never exits and never changes the system:
+// raising limits and starting probes is the caller's business
+// (Options.MemlockBefore, Options.Prober).
 //
 // Do not use it to configure NCCL beyond SuggestEnv: NCCL detects most of
 // its settings better by itself.

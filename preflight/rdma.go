@@ -34,6 +34,20 @@ type RDMADevice struct {
 // port ACTIVE (NCCL skips other ports silently).
 func (d RDMADevice) usable(p RDMAPort) bool { return d.UverbsPresent && p.State == "ACTIVE" }
 
+// UsablePorts lists the ports of devs NCCL can open ("mlx5_0:1"): a verbs
+// node in /dev/infiniband and the port ACTIVE.
+func UsablePorts(devs []RDMADevice) []string {
+	var out []string
+	for _, d := range devs {
+		for _, p := range d.Ports {
+			if d.usable(p) {
+				out = append(out, fmt.Sprintf("%s:%d", d.Name, p.Port))
+			}
+		}
+	}
+	return out
+}
+
 // parseSysfsState turns "4: ACTIVE" (sysfs port state and phys_state) into
 // "ACTIVE"; a value without a number is returned trimmed.
 func parseSysfsState(s string) (string, error) {

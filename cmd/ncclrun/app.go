@@ -7,7 +7,6 @@ import (
 	"io"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -239,63 +238,55 @@ func buildApp(e *env, only string) *cli.App {
 		OnUsageError:   onUsage,
 		Commands: []*cli.Command{
 			{
-				Name:         "run",
-				Usage:        "preflight, compose NCCL env, supervise CMD and diagnose its output",
-				ArgsUsage:    "[--] CMD [ARGS...]",
-				Flags:        withGlobals("run"),
-				OnUsageError: onUsage,
-				Action:       func(c *cli.Context) error { return cmdRun(c, e) },
+				Name:      "run",
+				Usage:     "preflight, compose NCCL env, supervise CMD and diagnose its output",
+				ArgsUsage: "[--] CMD [ARGS...]",
+				Flags:     withGlobals("run"),
+				Action:    func(c *cli.Context) error { return cmdRun(c, e) },
 			},
 			{
-				Name:         "doctor",
-				Usage:        "preflight only: a table (or JSON) of checks",
-				Flags:        withGlobals("doctor", &cli.BoolFlag{Name: flagJSON, Usage: "print docs/contract.md's doctor JSON", EnvVars: []string{envName(flagJSON)}}),
-				OnUsageError: onUsage,
-				Action:       func(c *cli.Context) error { return cmdDoctor(c, e) },
+				Name:   "doctor",
+				Usage:  "preflight only: a table (or JSON) of checks",
+				Flags:  withGlobals("doctor", &cli.BoolFlag{Name: flagJSON, Usage: "print docs/contract.md's doctor JSON", EnvVars: []string{envName(flagJSON)}}),
+				Action: func(c *cli.Context) error { return cmdDoctor(c, e) },
 			},
 			{
-				Name:         "explain",
-				Usage:        "diagnose saved logs (stdin when no file; gzip read transparently)",
-				ArgsUsage:    "[FILE|-]...",
-				Flags:        withGlobals("explain", &cli.BoolFlag{Name: flagJSON, Usage: "print {\"diagnoses\": [...]}", EnvVars: []string{envName(flagJSON)}}),
-				OnUsageError: onUsage,
-				Action:       func(c *cli.Context) error { return cmdExplain(c, e) },
+				Name:      "explain",
+				Usage:     "diagnose saved logs (stdin when no file; gzip read transparently)",
+				ArgsUsage: "[FILE|-]...",
+				Flags:     withGlobals("explain", &cli.BoolFlag{Name: flagJSON, Usage: "print {\"diagnoses\": [...]}", EnvVars: []string{envName(flagJSON)}}),
+				Action:    func(c *cli.Context) error { return cmdExplain(c, e) },
 			},
 			{
-				Name:         "env",
-				Usage:        "the variables run would add to CMD's environment",
-				Flags:        withGlobals("env", &cli.StringFlag{Name: flagFormat, Usage: "`shell|json`", Value: "shell", EnvVars: []string{envName(flagFormat)}}),
-				OnUsageError: onUsage,
-				Action:       func(c *cli.Context) error { return cmdEnv(c, e) },
+				Name:   "env",
+				Usage:  "the variables run would add to CMD's environment",
+				Flags:  withGlobals("env", &cli.StringFlag{Name: flagFormat, Usage: "`shell|json`", Value: "shell", EnvVars: []string{envName(flagFormat)}}),
+				Action: func(c *cli.Context) error { return cmdEnv(c, e) },
 			},
 			{
-				Name:         "lint",
-				Usage:        "judge Kubernetes manifests and Compose files: will each training container be able to pin memory?",
-				ArgsUsage:    "[FILE|DIR|-]...",
-				Flags:        flags("lint", lintFlags),
-				OnUsageError: onUsage,
-				Action:       func(c *cli.Context) error { return cmdLint(c, e) },
+				Name:      "lint",
+				Usage:     "judge Kubernetes manifests and Compose files: will each training container be able to pin memory?",
+				ArgsUsage: "[FILE|DIR|-]...",
+				Flags:     flags("lint", lintFlags),
+				Action:    func(c *cli.Context) error { return cmdLint(c, e) },
 			},
 			{
-				Name:         "version",
-				Usage:        "print version, commit and Go version",
-				Flags:        withGlobals("version"),
-				OnUsageError: onUsage,
-				Action:       func(c *cli.Context) error { return cmdVersion(c, e) },
+				Name:   "version",
+				Usage:  "print version, commit and Go version",
+				Flags:  withGlobals("version"),
+				Action: func(c *cli.Context) error { return cmdVersion(c, e) },
 			},
 			{
-				Name:         "demo",
-				Usage:        "show a failing run under a default container's limits, its diagnosis, then the fixed run",
-				Flags:        withGlobals("demo"),
-				OnUsageError: onUsage,
-				Action:       func(c *cli.Context) error { return cmdDemo(c, e) },
+				Name:   "demo",
+				Usage:  "show a failing run under a default container's limits, its diagnosis, then the fixed run",
+				Flags:  withGlobals("demo"),
+				Action: func(c *cli.Context) error { return cmdDemo(c, e) },
 			},
 			{
-				Name:         "snapshot",
-				Usage:        "copy what doctor reads (proc, sys, dev names, etc, NCCL variables) into a tarball or directory for `doctor --root`",
-				Flags:        flags("snapshot", snapshotFlags),
-				OnUsageError: onUsage,
-				Action:       func(c *cli.Context) error { return cmdSnapshot(c, e) },
+				Name:   "snapshot",
+				Usage:  "copy what doctor reads (proc, sys, dev names, etc, NCCL variables) into a tarball or directory for `doctor --root`",
+				Flags:  flags("snapshot", snapshotFlags),
+				Action: func(c *cli.Context) error { return cmdSnapshot(c, e) },
 			},
 			{
 				Name:            "fake-nccl",
@@ -304,14 +295,18 @@ func buildApp(e *env, only string) *cli.App {
 				Action:          func(c *cli.Context) error { return cmdFakeNCCL(c, e) },
 			},
 			{
-				Name:         "probe-mlock",
-				Hidden:       true,
-				ArgsUsage:    "SIZE",
-				Flags:        flags("probe-mlock", probeFlags),
-				OnUsageError: onUsage,
-				Action:       func(c *cli.Context) error { return cmdProbeMlock(c, e) },
+				Name:      "probe-mlock",
+				Hidden:    true,
+				ArgsUsage: "SIZE",
+				Flags:     flags("probe-mlock", probeFlags),
+				Action:    func(c *cli.Context) error { return cmdProbeMlock(c, e) },
 			},
 		},
+	}
+	for _, c := range app.Commands {
+		if !c.SkipFlagParsing {
+			c.OnUsageError = onUsage
+		}
 	}
 	// The app's flags are shown by --help, and parsed before the command's:
 	// a bad NCCLRUN_* value of a global flag is a usage error even for a
@@ -354,15 +349,6 @@ func sizeFlag(c *cli.Context, name string, def int64) (int64, error) {
 		return 0, usagef("--%s: %v", name, err)
 	}
 	return n, nil
-}
-
-// killAfter reads --kill-after, refusing negative values.
-func killAfter(c *cli.Context) (time.Duration, error) {
-	d := c.Duration(flagKillAfter)
-	if d < 0 {
-		return 0, usagef("--%s: %v is negative", flagKillAfter, d)
-	}
-	return d, nil
 }
 
 var errNoCommand = errors.New("no command given (usage: ncclrun [flags] [--] CMD [ARGS...]; see ncclrun --help)")

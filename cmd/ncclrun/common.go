@@ -1,17 +1,17 @@
 package main
 
 import (
-	"fmt"
 	"os"
 	"regexp"
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/ncclrun/ncclrun/diagnosis"
 	"github.com/ncclrun/ncclrun/internal/caps"
+	"github.com/ncclrun/ncclrun/internal/rlimit"
 	"github.com/ncclrun/ncclrun/internal/units"
 	"github.com/ncclrun/ncclrun/launcher"
 	"github.com/ncclrun/ncclrun/preflight"
@@ -29,7 +29,7 @@ type settings struct {
 	dropCaps   []string
 	quiet      bool
 	user       string
-	killAfter  int64 // nanoseconds, kept as time.Duration in launcher.Config
+	killAfter  time.Duration
 	minMemlock int64
 	probe      int64
 	noIB       bool
@@ -69,21 +69,11 @@ func parseSettings(c *cli.Context) (settings, error) {
 		return s, usagef("--%s: empty level (want e.g. WARN, INFO, TRACE)", flagNCCLDebug)
 	}
 	if v := c.String(flagMemlock); v != "" {
-		soft, hard, ok := strings.Cut(v, ":")
-		sv, err := parseSize(soft)
+		l, err := rlimit.Parse(v)
 		if err != nil {
 			return s, usagef("--%s: %v", flagMemlock, err)
 		}
-		hv := sv
-		if ok {
-			if hv, err = parseSize(hard); err != nil {
-				return s, usagef("--%s: %v", flagMemlock, err)
-			}
-			if hv != units.Unlimited && (sv == units.Unlimited || sv > hv) {
-				return s, usagef("--%s: soft limit %s is above hard limit %s", flagMemlock, units.FormatSize(sv), units.FormatSize(hv))
-			}
-		}
-		s.memlock = &preflight.Rlimit{Soft: sv, Hard: hv}
+		s.memlock = &preflight.Rlimit{Soft: l.Soft, Hard: l.Hard}
 	}
 	for _, v := range c.StringSlice(flagDropCap) {
 		for _, name := range strings.Split(v, ",") {
@@ -101,11 +91,10 @@ func parseSettings(c *cli.Context) (settings, error) {
 	if s.user != "" && !userRE().MatchString(s.user) {
 		return s, usagef("--%s: %q is not USER[:GROUP]", flagUser, s.user)
 	}
-	d, err := killAfter(c)
-	if err != nil {
-		return s, err
+	if s.killAfter = c.Duration(flagKillAfter); s.killAfter < 0 {
+		return s, usagef("--%s: %v is negative", flagKillAfter, s.killAfter)
 	}
-	s.killAfter = int64(d)
+	var err error
 	if s.ff, err = parseFailFast(c); err != nil {
 		return s, err
 	}
@@ -183,50 +172,6 @@ func (s settings) composeEnv(base []string, r preflight.Report, extra ...launche
 	env, added := launcher.ComposeEnv(base, append(s.envAdds(r), extra...), r.NCCLConf)
 	sort.Slice(added, func(i, j int) bool { return added[i].Name < added[j].Name })
 	return env, added
-}
-
-// facts turn preflight's report into what the matcher needs to tell
-// memlock from other registration failures.
-func facts(r preflight.Report, minMemlock int64) diagnosis.Facts {
-	cs := r.Command
-	f := diagnosis.Facts{
-		Known:    true,
-		Platform: r.Environment.Kind,
-		MemlockAdequate: cs.IPCLockEffective || cs.Memlock.Soft == preflight.Unlimited ||
-			(minMemlock > 0 && cs.Memlock.Soft >= minMemlock),
-		Seen:       seen(cs),
-		MemlockFix: r.Facts.Memlock.Fix,
-		ShmBytes:   r.Facts.ShmBytes,
-		// Only a host whose sysfs lists no RDMA device at all: a container
-		// without /dev/infiniband still sees the host's devices there.
-		NoRDMA: r.Facts.NoRDMA,
-	}
-	// Preflight's facts are this host's: lines of other hosts are judged
-	// without them (diagnosis.Facts.Host).
-	if h, err := os.Hostname(); err == nil {
-		f.Host = h
-	}
-	transportFacts(r, &f)
-	return f
-}
-
-// seen is one sentence of CMD's memlock state, e.g. "RLIMIT_MEMLOCK 64 KiB
-// (soft=hard), uid 1000, CAP_IPC_LOCK not effective".
-func seen(cs preflight.CommandState) string {
-	lim := "RLIMIT_MEMLOCK " + units.FormatSize(cs.Memlock.Soft)
-	if cs.Memlock.Soft == cs.Memlock.Hard {
-		lim += " (soft=hard)"
-	} else {
-		lim += " (hard " + units.FormatSize(cs.Memlock.Hard) + ")"
-	}
-	capState := "CAP_IPC_LOCK not effective"
-	if cs.IPCLockEffective {
-		capState = "CAP_IPC_LOCK effective"
-		if cs.Via != "" && cs.Via != "none" {
-			capState += " (" + cs.Via + ")"
-		}
-	}
-	return fmt.Sprintf("%s, uid %d, %s", lim, cs.UID, capState)
 }
 
 // fileExists reports whether p names an existing file of any kind.

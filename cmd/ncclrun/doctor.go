@@ -1,18 +1,12 @@
 package main
 
 import (
-	"bytes"
-	"context"
-	"errors"
 	"fmt"
-	"io"
 	"os"
-	"strconv"
-	"strings"
-	"time"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/ncclrun/ncclrun/internal/pin"
 	"github.com/ncclrun/ncclrun/launcher"
 	"github.com/ncclrun/ncclrun/preflight"
 )
@@ -43,14 +37,14 @@ func cmdDoctor(c *cli.Context, e *env) error {
 		// says CMD will get (CAP_IPC_LOCK ambient or not).
 		ambient := report.Command.Ambient
 		opts.Probe = s.probe
-		opts.Prober = func(size int64) error { return probeMlock(c.Context, e, s, user, ambient, size) }
+		opts.Prober = func(size int64) error { return probeMlock(e, s, user, ambient, size) }
 		report = preflight.Run(c.Context, opts)
 	}
 	if c.Bool(flagJSON) {
 		if err := writeJSON(e.stdout, report); err != nil {
 			return fmt.Errorf("write doctor JSON: %w", err)
 		}
-	} else if err := writeDoctorTable(e.stdout, report); err != nil {
+	} else if err := report.WriteTable(e.stdout); err != nil {
 		return fmt.Errorf("write doctor table: %w", err)
 	}
 	if report.Failed() {
@@ -59,10 +53,9 @@ func cmdDoctor(c *cli.Context, e *env) error {
 	return nil
 }
 
-// probeMlock pins size bytes in `ncclrun probe-mlock SIZE`, started through
-// the launcher with exactly the credentials CMD would get. It returns nil
-// when the pin held, else the child's reason.
-func probeMlock(_ context.Context, e *env, s settings, user *launcher.User, ambient bool, size int64) error {
+// probeMlock pins size bytes in a child with exactly the credentials CMD
+// would get (pin.Probe). It returns nil when the pin held, else why not.
+func probeMlock(e *env, s settings, user *launcher.User, ambient bool, size int64) error {
 	self, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("find ncclrun's own binary: %w", err)
@@ -74,30 +67,6 @@ func probeMlock(_ context.Context, e *env, s settings, user *launcher.User, ambi
 		}
 		user = &u
 	}
-	args := []string{"probe-mlock"}
-	if ambient {
-		args = append(args, "--ambient")
-	}
-	args = append(args, strconv.FormatInt(size, 10))
-	var errBuf bytes.Buffer
-	res, err := launcher.Run(launcher.Config{
-		Path: self, Args: args, Env: e.environ,
-		Stdin: bytes.NewReader(nil), Stdout: io.Discard, Stderr: &errBuf,
-		User:           user,
-		AmbientIPCLock: ambient,
-		DropCaps:       s.dropCaps,
-		Memlock:        s.launcherMemlock(),
-		KillAfter:      time.Second,
-	})
-	if err != nil {
-		return fmt.Errorf("start the probe: %w", err)
-	}
-	if res.ExitCode != 0 {
-		msg := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(errBuf.String()), "ncclrun: "))
-		if msg == "" {
-			msg = fmt.Sprintf("probe exited with status %d", res.ExitCode)
-		}
-		return errors.New(msg)
-	}
-	return nil
+	return pin.Probe(self, launcher.Config{Env: e.environ, User: user, AmbientIPCLock: ambient,
+		DropCaps: s.dropCaps, Memlock: s.launcherMemlock()}, size)
 }

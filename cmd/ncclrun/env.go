@@ -38,7 +38,7 @@ func cmdEnv(c *cli.Context, e *env) error {
 	for _, a := range added {
 		fmt.Fprintf(&b, "export %s=%s", a.Name, shellQuote(a.Value))
 		if a.Reason != "" {
-			b.WriteString("  # " + oneLine(a.Reason))
+			b.WriteString("  # " + strings.Join(strings.Fields(a.Reason), " "))
 		}
 		b.WriteString("\n")
 	}

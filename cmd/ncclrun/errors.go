@@ -4,9 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
-	"os/exec"
-	"syscall"
+
+	"github.com/ncclrun/ncclrun/launcher"
 )
 
 // Exit statuses of ncclrun itself (docs/contract.md "Exit status of run"). A
@@ -79,7 +78,7 @@ func exitStatus(err error, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "ncclrun: %v\n", ue.err)
 		return ExitUsage
 	case errors.As(err, &st):
-		code := startExitCode(st.err)
+		code := launcher.StartStatus(st.err)
 		if errors.As(st.err, &ec) && ec.ExitCode() == code {
 			// launcher's typed error already says which command and why, in one line.
 			fmt.Fprintf(stderr, "ncclrun: %v\n", st.err)
@@ -99,23 +98,6 @@ func exitStatus(err error, stderr io.Writer) int {
 		return ec.ExitCode()
 	default:
 		fmt.Fprintf(stderr, "ncclrun: %v\n", err)
-		return ExitInternal
-	}
-}
-
-// startExitCode classifies a failure to start CMD as bash and tini do: 127
-// not found, 126 found but not executable, ExitInternal otherwise.
-func startExitCode(err error) int {
-	var ec exitCoder
-	switch {
-	case errors.As(err, &ec) && (ec.ExitCode() == ExitNotFound || ec.ExitCode() == ExitNotExecutable):
-		return ec.ExitCode()
-	case errors.Is(err, exec.ErrNotFound), errors.Is(err, fs.ErrNotExist):
-		return ExitNotFound
-	case errors.Is(err, fs.ErrPermission), errors.Is(err, syscall.ENOEXEC),
-		errors.Is(err, syscall.EISDIR), errors.Is(err, exec.ErrDot):
-		return ExitNotExecutable
-	default:
 		return ExitInternal
 	}
 }

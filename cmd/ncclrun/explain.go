@@ -41,7 +41,7 @@ func cmdExplain(c *cli.Context, e *env) error {
 			Diagnoses    []diagnosis.Diagnosis `json:"diagnoses"`
 		}{first, nonNil(ds)})
 	}
-	return writeExplain(e.stdout, ds, first)
+	return diagnosis.WriteExplain(e.stdout, ds, first)
 }
 
 // explainInput feeds one input (a file, or stdin for "-") to m, to its

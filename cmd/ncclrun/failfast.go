@@ -5,6 +5,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -28,18 +29,6 @@ const (
 	flagCheckpointSignal = "checkpoint-signal"
 	flagMisconfigExit    = "misconfig-exit"
 )
-
-// degradedID is the diagnosis that --on-degraded fail acts on.
-const degradedID = "degraded-transport"
-
-// misconfigIDs are the diagnoses of a deployment misconfiguration: a limit,
-// mount, device, library or interface the pod or node was given wrong,
-// which fails the same way on every retry. A certain one of them in a
-// failed run makes --misconfig-exit's status. Causes a retry may not meet
-// again (ib-transport, peer-lost, collective-timeout, cuda-oom, ...) are
-// not here: they keep CMD's status. A memlock limit that a user namespace
-// keeps capabilities from bypassing is diagnosed as memlock.
-var misconfigIDs = []string{"memlock", "shm", "rdma-device", "ibverbs-library", "socket-interface"}
 
 // failFastFlags are the policy's flags, part of globalFlags.
 func failFastFlags() []cli.Flag {
@@ -78,7 +67,7 @@ func parseFailFast(c *cli.Context) (failFast, error) {
 		if f.stopGrace == 0 {
 			return f, usagef("--%s needs --%s (how long the training processes have to save)", flagCheckpointSignal, flagStopGrace)
 		}
-		sig, err := parseSignal(name)
+		sig, err := launcher.ParseCheckpointSignal(name)
 		if err != nil {
 			return f, usagef("--%s: %v", flagCheckpointSignal, err)
 		}
@@ -94,30 +83,6 @@ func parseFailFast(c *cli.Context) (failFast, error) {
 		f.misconfigExit = n
 	}
 	return f, nil
-}
-
-// parseSignal reads a signal as `kill -s` takes it: SIGUSR1, USR1 or 10.
-// SIGKILL and SIGSTOP cannot be handled, so no process could save on them.
-func parseSignal(s string) (syscall.Signal, error) {
-	s = strings.ToUpper(strings.TrimSpace(s))
-	var sig syscall.Signal
-	if n, err := strconv.Atoi(s); err == nil {
-		sig = syscall.Signal(n)
-		if n <= 0 || n > 64 || unix.SignalName(sig) == "" {
-			return 0, fmt.Errorf("%q is not a signal", s)
-		}
-	} else {
-		if !strings.HasPrefix(s, "SIG") {
-			s = "SIG" + s
-		}
-		if sig = unix.SignalNum(s); sig == 0 {
-			return 0, fmt.Errorf("%q is not a signal name", s)
-		}
-	}
-	if sig == unix.SIGKILL || sig == unix.SIGSTOP {
-		return 0, fmt.Errorf("%s cannot be caught: no process can save on it", unix.SignalName(sig))
-	}
-	return sig, nil
 }
 
 // configure sets the checkpoint step in the launcher's Config. The
@@ -144,9 +109,10 @@ func (f failFast) configure(cfg *launcher.Config, path string, args []string, st
 	}
 }
 
-// failRun is the policy during one run; w.mu guards it (watch). A nil
-// *failRun is the default policy: it changes nothing.
+// failRun is the policy during one run. A nil *failRun is the default
+// policy: it changes nothing.
 type failRun struct {
+	mu      sync.Mutex // found runs on the Watch's feeders, end and verdict on run's goroutine
 	f       failFast
 	stop    chan struct{} // closed once: launcher.Config.Stop; nil without --on-degraded fail
 	stopped *diagnosis.Diagnosis
@@ -172,19 +138,26 @@ func (r *failRun) stopChan() <-chan struct{} {
 // end says that CMD has exited: what is found from now on stops nothing.
 func (r *failRun) end() {
 	if r != nil {
+		r.mu.Lock()
 		r.over = true
+		r.mu.Unlock()
 	}
 }
 
 // found is told every diagnosis as the watch finds it, while CMD runs; it
 // returns the line to print when it stops CMD.
 func (r *failRun) found(d diagnosis.Diagnosis, cmd string) string {
-	if r == nil || r.stop == nil || r.over || r.stopped != nil || d.ID != degradedID || d.Certainty != diagnosis.Certain {
+	if r == nil || r.stop == nil || d.ID != diagnosis.Degraded || d.Certainty != diagnosis.Certain {
+		return ""
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.over || r.stopped != nil {
 		return ""
 	}
 	r.stopped = &d
 	close(r.stop)
-	return fmt.Sprintf("ncclrun: --%s fail: stopping %s as SIGTERM would (%s is certain); ncclrun will exit %d\n", flagOnDegraded, cmd, degradedID, ExitDegraded)
+	return fmt.Sprintf("ncclrun: --%s fail: stopping %s as SIGTERM would (%s is certain); ncclrun will exit %d\n", flagOnDegraded, cmd, diagnosis.Degraded, ExitDegraded)
 }
 
 // verdict is run's exit status and, when the policy changed it, the line
@@ -193,33 +166,18 @@ func (r *failRun) verdict(res launcher.Result, ds []diagnosis.Diagnosis) (int, s
 	if r == nil {
 		return res.ExitCode, ""
 	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	if r.stopped != nil && res.ExitCode != 0 { // a CMD that succeeded before the stop reached it keeps 0
 		return ExitDegraded, fmt.Sprintf("ncclrun: --%s fail: CMD was stopped because NCCL runs degraded (%s); CMD's exit status %d, ncclrun's %d\n",
-			flagOnDegraded, degradedID, res.ExitCode, ExitDegraded)
+			flagOnDegraded, diagnosis.Degraded, res.ExitCode, ExitDegraded)
 	}
 	if r.f.misconfigExit == 0 || res.ExitCode == 0 {
 		return res.ExitCode, ""
 	}
-	if id := misconfiguration(ds); id != "" {
+	if id := diagnosis.Misconfiguration(ds); id != "" {
 		return r.f.misconfigExit, fmt.Sprintf("ncclrun: --%s: CMD failed (exit status %d) and %s is certain, a deployment misconfiguration that fails the same way on every retry; ncclrun exits %d\n",
 			flagMisconfigExit, res.ExitCode, id, r.f.misconfigExit)
 	}
 	return res.ExitCode, ""
-}
-
-// misconfiguration is the first certain diagnosis of ds that misconfigIDs
-// names, "" for none. One such cause is enough: a retry meets it again,
-// whatever else failed with it.
-func misconfiguration(ds []diagnosis.Diagnosis) string {
-	for _, d := range ds {
-		if d.Certainty != diagnosis.Certain {
-			continue
-		}
-		for _, id := range misconfigIDs {
-			if d.ID == id {
-				return id
-			}
-		}
-	}
-	return ""
 }

@@ -3,13 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
-	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -24,22 +20,15 @@ import (
 	"github.com/ncclrun/ncclrun/preflight"
 )
 
-// defaultTerminationLog is where Kubernetes reads a container's termination
-// message from.
-const defaultTerminationLog = "/dev/termination-log"
-
-// terminationLimit is the size Kubernetes keeps of a termination message.
-const terminationLimit = 4096
-
 // runReport is the JSON of --report FILE (docs/contract.md).
 type runReport struct {
-	Preflight     preflight.Report      `json:"preflight"`
-	EnvAdded      map[string]envEntry   `json:"env_added"`
-	Diagnoses     []diagnosis.Diagnosis `json:"diagnoses"`
-	FirstFailure  *diagnosis.Failure    `json:"first_failure,omitempty"`
-	ExitCode      int                   `json:"exit_code"`
-	Signal        *string               `json:"signal"`
-	TorchrunError *torchrunError        `json:"torchrun_error,omitempty"`
+	Preflight     preflight.Report       `json:"preflight"`
+	EnvAdded      map[string]envEntry    `json:"env_added"`
+	Diagnoses     []diagnosis.Diagnosis  `json:"diagnoses"`
+	FirstFailure  *diagnosis.Failure     `json:"first_failure,omitempty"`
+	ExitCode      int                    `json:"exit_code"`
+	Signal        *string                `json:"signal"`
+	TorchrunError *nccllog.TorchrunError `json:"torchrun_error,omitempty"`
 	// TapShed: NCCL INFO noise lines diagnosis did not see, shed while it
 	// was behind the output; TapLost: the other lines it did not see (0 as
 	// long as the matcher keeps up with the lines that are not noise).
@@ -192,12 +181,12 @@ func runPreflight(ctx context.Context, e *env, j runJob, before *preflight.Rlimi
 		printTreeWarnings(e.stderr, rep)
 	}
 	if j.s.strict && rep.Failed() {
-		printChecks(e.stderr, rep, preflight.Fail)
+		_ = rep.WriteChecks(e.stderr, preflight.Fail)
 		fprintf(e.stderr, "ncclrun: --strict: a preflight check failed; %s not started\n", j.path)
 		return rep, exitWith(ExitStrict)
 	}
 	if !j.s.quiet && rep.Failed() {
-		printChecks(e.stderr, rep, preflight.Warn, preflight.Fail)
+		_ = rep.WriteChecks(e.stderr, preflight.Warn, preflight.Fail)
 	}
 	return rep, nil
 }
@@ -223,7 +212,7 @@ type childPlan struct {
 	// resolved before CMD runs (nccllog.PinDir).
 	debugFile, report, termLog string
 	cleanup                    func()
-	probe                      *transportProbe // nil: off (probe.go)
+	probe                      *nccllog.Probe // nil: off (probe.go)
 }
 
 // planChild is run's plan stage: CMD's environment (NCCL variables,
@@ -234,19 +223,11 @@ func planChild(e *env, j runJob, rep preflight.Report) childPlan {
 	// torchrun writes the first failing rank's exception to
 	// TORCHELASTIC_ERROR_FILE; ask for it unless the user already did.
 	var extra []launcher.EnvVar
-	if v, set := environ.Lookup(e.environ, "TORCHELASTIC_ERROR_FILE"); set {
-		if v != "" && !j.s.noWatch {
-			p.torchFile = nccllog.PinDir(v) // the user's: torchrun writes it whatever starts torchrun
-		}
-	} else if !j.s.noWatch && j.command().Torchrun() {
-		if dir, err := os.MkdirTemp("", "ncclrun-torchelastic-"); err == nil {
-			p.cleanup = func() { os.RemoveAll(dir) }
-			if j.s.user != "" {
-				_ = os.Chmod(dir, 0o1777) // CMD runs as another user and must create the file
-			}
-			p.torchFile = filepath.Join(dir, "error.json")
-			extra = append(extra, launcher.EnvVar{Name: "TORCHELASTIC_ERROR_FILE", Value: p.torchFile,
-				Reason: "torchrun writes the first failing rank's exception there for ncclrun's report"})
+	if !j.s.noWatch {
+		var ask *launcher.EnvVar
+		p.torchFile, ask, p.cleanup = nccllog.TorchFile(e.environ, j.command(), j.s.user != "")
+		if ask != nil {
+			extra = append(extra, *ask)
 		}
 	}
 	probe := planProbe(e, &j, rep) // transport probe (probe.go): j.s.transportEnv
@@ -264,80 +245,40 @@ func planChild(e *env, j runJob, rep preflight.Report) childPlan {
 		AmbientIPCLock: rep.Command.Ambient,
 		DropCaps:       j.s.dropCaps,
 		Memlock:        j.s.launcherMemlock(),
-		KillAfter:      time.Duration(j.s.killAfter),
+		KillAfter:      j.s.killAfter,
 		NoPTY:          j.s.noPTY,
 	}
 	j.s.ff.configure(&p.cfg, j.path, j.args, e.stderr)
 	if probe != nil {
-		probe.attach(&p, added)
+		attachProbe(&p, probe, added)
 	}
 	return p
 }
 
-// watch is the diagnosis of CMD's output while it runs: the matcher, and
-// which diagnoses were printed already. It is the launcher.Tap of CMD's
-// output, and run's other sources feed it too (sources.go).
-//
-// The matcher is built on CMD's first line, not before the start:
-// building the shipped catalog's matcher costs milliseconds, which a CMD
-// that prints nothing never pays and which otherwise overlaps CMD's own start-up
-// instead of delaying it. A matcher that saw no line has no diagnosis.
+// watch is the diagnosis of CMD's output while it runs (diagnosis.Watch)
+// as the launcher's Tap of that output; run's other sources feed it too
+// (sources.go), and the policy (failfast.go) is told what it finds.
 type watch struct {
-	stderr  io.Writer
-	facts   diagnosis.Facts
-	mu      sync.Mutex // the tap's goroutine and the probe's feed it; the lock also orders Diagnoses after them
-	m       *diagnosis.Matcher
-	printed map[string]bool
+	*diagnosis.Watch
 	started time.Time // just before CMD started, less the file times' granularity
 	ff      *failRun  // --on-degraded (failfast.go); nil: the default policy
 	cmd     string    // CMD as given, for the line that says it is stopped
 }
 
 func newWatch(e *env, rep preflight.Report, s settings) *watch {
-	return &watch{stderr: e.stderr, facts: facts(rep, s.minMemlockOrDefault()), printed: map[string]bool{}, ff: newFailRun(s.ff)}
+	w := &watch{ff: newFailRun(s.ff)}
+	w.Watch = diagnosis.NewWatch(facts(rep, s.minMemlockOrDefault()), e.stderr, func(d diagnosis.Diagnosis) string { return w.ff.found(d, w.cmd) })
+	return w
 }
 
-// matcher returns the matcher, building it on first use; w.mu is held.
-func (w *watch) matcher() *diagnosis.Matcher {
-	if w.m == nil {
-		w.m = diagnosis.NewMatcher(w.facts)
-	}
-	return w.m
-}
-
-// Lines is launcher.Tap.Lines: a chunk of lines goes to the matcher at
-// once, which skips the lines that cannot change its result with one scan
-// of the chunk and, when the tap is behind, sheds the noise among the
-// others; each diagnosis is printed as it is found.
-func (w *watch) Lines(_ launcher.Stream, p []byte, behind bool) int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	var noise func([]byte) bool
-	if behind {
-		noise = diagnosis.Noise
-	}
-	shed, _ := w.matcher().FeedChunk(p, noise, w.print)
-	return shed
-}
+// Lines is launcher.Tap.Lines: the chunk goes to the Watch whole; when the
+// tap is behind, the noise among its lines is shed.
+func (w *watch) Lines(_ launcher.Stream, p []byte, behind bool) int { return w.Feed(p, behind) }
 
 // Noise is launcher.Tap.Noise: NCCL's per-channel INFO lines and the
 // like, which the tap sheds when the matcher falls behind a burst; every
 // other line (WARN lines, errors) is kept.
 func (w *watch) Noise(line []byte) bool { return diagnosis.Noise(line) }
-
-// print prints the diagnoses found on a line; w.mu is held.
-func (w *watch) print(ds []diagnosis.Diagnosis) {
-	for _, d := range ds {
-		if diagnosis.DefaultCatalog().HeldBack(d.ID) {
-			continue // printed at exit, and only if nothing specific follows
-		}
-		w.printed[d.ID] = true
-		_, _ = w.stderr.Write(diagnosisMessage(d))
-		if line := w.ff.found(d, w.cmd); line != "" {
-			fprintf(w.stderr, "%s", line)
-		}
-	}
-}
 
 // supervise is run's supervise stage: unless a terminating signal came
 // before the start, start CMD with its output relayed and tapped into w,
@@ -388,7 +329,7 @@ type outcome struct {
 	ds      []diagnosis.Diagnosis
 	first   *diagnosis.Failure // the first failure (Matcher.FirstFailure)
 	printed map[string]bool    // the ids of ds printed while CMD ran
-	te      *torchrunError
+	te      *nccllog.TorchrunError
 	// code is ncclrun's exit status: CMD's, unless the policy
 	// (failfast.go) changed it and note says why.
 	code int
@@ -409,20 +350,13 @@ func collect(e *env, j runJob, p childPlan, w *watch, res launcher.Result, term 
 	for len(term) > 0 {
 		<-term // signals during the run were the launcher's to forward
 	}
-	w.mu.Lock()
 	w.ff.end() // CMD has exited: nothing more to stop
-	w.mu.Unlock()
 	var reads nccllog.ExitReads
 	if p.debugFile != "" || p.torchFile != "" {
 		reads = exitFiles(p, j, w.started).Read(func(r io.Reader) { _ = nccllog.Split(r, w.sourceLines) }, term)
 	}
-	w.mu.Lock()
-	if w.m != nil {
-		out.ds, out.first = w.m.Diagnoses(), w.m.FirstFailure()
-	}
-	out.printed = w.printed
+	out.ds, out.first, out.printed = w.Result()
 	out.code, out.note = w.ff.verdict(res, out.ds)
-	w.mu.Unlock()
 	if res.Signal != 0 {
 		out.sigName = unix.SignalName(res.Signal)
 		if out.sigName == "" {
@@ -430,7 +364,7 @@ func collect(e *env, j runJob, p childPlan, w *watch, res launcher.Result, term 
 		}
 	}
 	if len(reads.Torch) > 0 {
-		out.te = firstFailingError(parseTorchrunError(reads.Torch), out.first)
+		out.te = nccllog.ParseTorchrunError(reads.Torch).FirstFailing(out.first.Exception())
 	}
 	if !j.s.quiet {
 		printExitWarnings(e, reads.Warns)
@@ -449,14 +383,14 @@ func reportOutcome(e *env, j runJob, rep preflight.Report, p childPlan, out outc
 	// found, and then it is printed now (never silenced, like any diagnosis).
 	for _, d := range ds {
 		if !out.printed[d.ID] {
-			_, _ = e.stderr.Write(diagnosisMessage(d))
+			_, _ = e.stderr.Write(diagnosis.Message(d))
 		}
 	}
 	if !s.quiet && len(ds) > 0 {
-		_, _ = e.stderr.Write(summaryMessage(ds, out.first, res.ExitCode, out.sigName))
+		_, _ = e.stderr.Write(diagnosis.Summary(ds, out.first, res.ExitCode, out.sigName))
 		if !rep.Failed() && rep.Any(preflight.Warn) {
 			fprintf(e.stderr, "ncclrun: preflight warned before the start:\n")
-			printChecks(e.stderr, rep, preflight.Warn)
+			_ = rep.WriteChecks(e.stderr, preflight.Warn)
 		}
 	}
 	_, _ = io.WriteString(e.stderr, out.note) // the policy changed the exit status (failfast.go)
@@ -487,54 +421,6 @@ func reportOutcome(e *env, j runJob, rep preflight.Report, p childPlan, out outc
 	}
 }
 
-// terminationLogPath is --termination-log, or /dev/termination-log when
-// running live in Kubernetes and it exists; "" for none.
-func terminationLogPath(s settings, r preflight.Report) string {
-	if s.termLog != "" {
-		return s.termLog
-	}
-	if liveRoot(s.root) && r.Environment.Kind == preflight.Kubernetes && fileExists(defaultTerminationLog) {
-		return defaultTerminationLog
-	}
-	return ""
-}
-
-// terminationText is the termination message: the diagnoses, led by the
-// program's exception when that was the first failure and they are its
-// knock-on (whatever torchrun's error file picked: torch orders ranks by
-// whole-second timestamps), or when none was found, how CMD ended (and
-// torchrun's first failure).
-func terminationText(ds []diagnosis.Diagnosis, first *diagnosis.Failure, code int, sig string, te *torchrunError, limit int) string {
-	if len(ds) > 0 {
-		if first != nil && first.ID == "" {
-			head := "ncclrun: first failure: " + diagnosis.FailureText(first) + "\n"
-			return truncate(head+diagnosis.TerminationMessage(ds, limit-len(head)), limit)
-		}
-		return diagnosis.TerminationMessage(ds, limit)
-	}
-	var b bytes.Buffer
-	if sig != "" {
-		fmt.Fprintf(&b, "ncclrun: CMD was killed by %s (exit status %d); no NCCL failure found in its output\n", sig, code)
-	} else {
-		fmt.Fprintf(&b, "ncclrun: CMD exited with status %d; no NCCL failure found in its output\n", code)
-	}
-	if te != nil && te.Message != "" {
-		fmt.Fprintf(&b, "torchrun: first failure: %s\n", te.Message)
-	}
-	return truncate(b.String(), limit)
-}
-
-// truncate cuts s to at most n bytes without splitting a UTF-8 sequence.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && n < len(s) && s[n]&0xC0 == 0x80 {
-		n--
-	}
-	return s[:n]
-}
-
 // envEntry is one variable in env's JSON and the report's env_added.
 type envEntry struct {
 	Value  string `json:"value"`
@@ -560,66 +446,4 @@ func writeFileJSON(path string, v any) error {
 		return fmt.Errorf("write %q: %w", path, err)
 	}
 	return nil
-}
-
-// torchrunError is the first failing rank's exception from torchrun's error
-// file: {"message": {"message": "...", "extraInfo": {"py_callstack": ..., "timestamp": ...}}}.
-type torchrunError struct {
-	Message   string `json:"message"`
-	Traceback string `json:"traceback,omitempty"`
-	Timestamp string `json:"timestamp,omitempty"`
-	ErrorCode *int   `json:"error_code,omitempty"`
-}
-
-// firstFailingError is torchrun's error te, or the program's exception
-// that ncclrun saw first (first, with no catalog id) when te names
-// another failure: torch 1.13 picks the rank by whole-second timestamps,
-// lowest local rank on a tie, and so can name a sibling's lost connection,
-// the knock-on of the exception, instead of the exception.
-func firstFailingError(te *torchrunError, first *diagnosis.Failure) *torchrunError {
-	if te == nil || first == nil || first.ID != "" {
-		return te
-	}
-	exc := strings.TrimSpace(first.Line)
-	msg := strings.TrimSpace(te.Message)
-	if exc == "" || msg != "" && (strings.Contains(exc, msg) || strings.Contains(msg, exc)) {
-		return te
-	}
-	return &torchrunError{Message: exc, ErrorCode: te.ErrorCode}
-}
-
-// parseTorchrunError parses torchrun's error file; nil when it cannot be
-// understood.
-func parseTorchrunError(data []byte) *torchrunError {
-	var raw struct {
-		Message   json.RawMessage `json:"message"`
-		ErrorCode *int            `json:"errorCode"`
-	}
-	if json.Unmarshal(data, &raw) != nil || len(raw.Message) == 0 {
-		return nil
-	}
-	te := &torchrunError{ErrorCode: raw.ErrorCode}
-	var str string
-	if json.Unmarshal(raw.Message, &str) == nil {
-		te.Message = str
-		return te
-	}
-	var obj struct {
-		Message   string `json:"message"`
-		ExtraInfo struct {
-			PyCallstack string          `json:"py_callstack"`
-			Timestamp   json.RawMessage `json:"timestamp"`
-		} `json:"extraInfo"`
-	}
-	if json.Unmarshal(raw.Message, &obj) != nil {
-		return nil
-	}
-	te.Message, te.Traceback = obj.Message, obj.ExtraInfo.PyCallstack
-	var ts string
-	if json.Unmarshal(obj.ExtraInfo.Timestamp, &ts) == nil {
-		te.Timestamp = ts
-	} else if len(obj.ExtraInfo.Timestamp) > 0 {
-		te.Timestamp = string(obj.ExtraInfo.Timestamp)
-	}
-	return te
 }

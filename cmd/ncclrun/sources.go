@@ -4,7 +4,6 @@ import (
 	"time"
 
 	"github.com/ncclrun/ncclrun/internal/safefile"
-	"github.com/ncclrun/ncclrun/launcher"
 	"github.com/ncclrun/ncclrun/nccllog"
 )
 
@@ -12,7 +11,7 @@ import (
 // transport probe's files while CMD runs, NCCL_DEBUG_FILE's after it
 // exits): they reach the matcher through the seam CMD's output takes,
 // never shed, each diagnosis printed as it is found.
-func (w *watch) sourceLines(chunk []byte) { w.Lines(launcher.Stdout, chunk, false) }
+func (w *watch) sourceLines(chunk []byte) { w.Feed(chunk, false) }
 
 // maxExitWarnings is how many files not read are named one by one.
 const maxExitWarnings = 5

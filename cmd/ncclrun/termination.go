@@ -7,11 +7,74 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/ncclrun/ncclrun/internal/safefile"
-	"github.com/ncclrun/ncclrun/preflight"
 	"github.com/urfave/cli/v2"
 	"golang.org/x/sys/unix"
+
+	"github.com/ncclrun/ncclrun/diagnosis"
+	"github.com/ncclrun/ncclrun/internal/safefile"
+	"github.com/ncclrun/ncclrun/nccllog"
+	"github.com/ncclrun/ncclrun/preflight"
 )
+
+// The termination message (docs/contract.md "Termination message"): what
+// Kubernetes shows of a container that exited non-zero, at most
+// terminationLimit bytes. reportOutcome writes it once CMD ran
+// (terminationText), runEnd for every other non-zero exit (earlyExitText).
+
+// defaultTerminationLog is where Kubernetes reads a container's termination
+// message from.
+const defaultTerminationLog = "/dev/termination-log"
+
+// terminationLimit is the size Kubernetes keeps of a termination message.
+const terminationLimit = 4096
+
+// terminationLogPath is --termination-log, or /dev/termination-log when
+// running live in Kubernetes and it exists; "" for none.
+func terminationLogPath(s settings, r preflight.Report) string {
+	if s.termLog != "" {
+		return s.termLog
+	}
+	if liveRoot(s.root) && r.Environment.Kind == preflight.Kubernetes && fileExists(defaultTerminationLog) {
+		return defaultTerminationLog
+	}
+	return ""
+}
+
+// terminationText is the termination message: the diagnoses, led by the
+// program's exception when that was the first failure and they are its
+// knock-on (whatever torchrun's error file picked: torch orders ranks by
+// whole-second timestamps), or when none was found, how CMD ended (and
+// torchrun's first failure).
+func terminationText(ds []diagnosis.Diagnosis, first *diagnosis.Failure, code int, sig string, te *nccllog.TorchrunError, limit int) string {
+	if len(ds) > 0 {
+		if first != nil && first.ID == "" {
+			head := "ncclrun: first failure: " + diagnosis.FailureText(first) + "\n"
+			return truncate(head+diagnosis.TerminationMessage(ds, limit-len(head)), limit)
+		}
+		return diagnosis.TerminationMessage(ds, limit)
+	}
+	var b bytes.Buffer
+	if sig != "" {
+		fmt.Fprintf(&b, "ncclrun: CMD was killed by %s (exit status %d); no NCCL failure found in its output\n", sig, code)
+	} else {
+		fmt.Fprintf(&b, "ncclrun: CMD exited with status %d; no NCCL failure found in its output\n", code)
+	}
+	if te != nil && te.Message != "" {
+		fmt.Fprintf(&b, "torchrun: first failure: %s\n", te.Message)
+	}
+	return truncate(b.String(), limit)
+}
+
+// truncate cuts s to at most n bytes without splitting a UTF-8 sequence.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && n < len(s) && s[n]&0xC0 == 0x80 {
+		n--
+	}
+	return s[:n]
+}
 
 // runEnd is what run knows when it returns an error instead of CMD's own
 // exit: it writes the termination message for every such non-zero exit

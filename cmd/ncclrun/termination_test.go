@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/ncclrun/ncclrun/diagnosis"
 	"github.com/ncclrun/ncclrun/internal/testutil"
 	"github.com/ncclrun/ncclrun/preflight"
 	"github.com/stretchr/testify/assert"
@@ -89,36 +88,4 @@ func TestEarlyExitText(t *testing.T) {
 			assert.Equal(t, tc.want, earlyExitText(tc.err, tc.rep, "train"))
 		})
 	}
-}
-
-// TestFirstFailingError: torchrun's error file names a sibling's lost
-// connection (torch 1.13 orders by whole seconds) while ncclrun saw the
-// program's exception first: the report's torchrun_error is the exception.
-func TestFirstFailingError(t *testing.T) {
-	const exc = "RuntimeError: rank 3 failed on purpose"
-	const lost = "RuntimeError: [./gloo/transport/tcp/pair.cc:598] Connection closed by peer [198.18.0.2]:17069"
-	one := 1
-	torch := func(msg string) *torchrunError {
-		return &torchrunError{Message: msg, Traceback: "Traceback ...", Timestamp: "1764650219", ErrorCode: &one}
-	}
-	tests := []struct {
-		name  string
-		te    *torchrunError
-		first *diagnosis.Failure
-		want  string
-	}{
-		{"torch named the knock-on", torch(lost), &diagnosis.Failure{Line: exc}, exc},
-		{"torch named the exception", torch(exc), &diagnosis.Failure{Line: exc}, exc},
-		{"a catalog cause first", torch(lost), &diagnosis.Failure{ID: "peer-lost", Line: lost}, lost},
-		{"nothing seen", torch(lost), nil, lost},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got := firstFailingError(tt.te, tt.first)
-			require.NotNil(t, got)
-			assert.Equal(t, tt.want, got.Message)
-			assert.Equal(t, &one, got.ErrorCode)
-		})
-	}
-	assert.Nil(t, firstFailingError(nil, &diagnosis.Failure{Line: exc}))
 }

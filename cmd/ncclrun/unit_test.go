@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -100,42 +99,12 @@ func TestExitStatusMapping(t *testing.T) {
 	}
 }
 
-func TestParseTorchrunError(t *testing.T) {
-	te := parseTorchrunError([]byte(`{"message": {"message": "ValueError: x", "extraInfo": {"py_callstack": "tb", "timestamp": "17"}}, "errorCode": -9}`))
-	require.NotNil(t, te)
-	require.Equal(t, "ValueError: x", te.Message)
-	require.Equal(t, "tb", te.Traceback)
-	require.Equal(t, "17", te.Timestamp)
-	require.Equal(t, -9, *te.ErrorCode)
-
-	te = parseTorchrunError([]byte(`{"message": {"message": "E", "extraInfo": {"timestamp": 1700000000}}}`))
-	require.Equal(t, "1700000000", te.Timestamp)
-	te = parseTorchrunError([]byte(`{"message": "plain"}`))
-	require.Equal(t, "plain", te.Message)
-	require.Nil(t, parseTorchrunError([]byte(`not json`)))
-	require.Nil(t, parseTorchrunError([]byte(`{}`)))
-}
-
 func TestShellQuoteAndTruncate(t *testing.T) {
 	require.Equal(t, `'a b'`, shellQuote("a b"))
 	require.Equal(t, `'it'\''s'`, shellQuote("it's"))
 	require.Equal(t, "abc", truncate("abc", 5))
 	require.Equal(t, "ab", truncate("abc", 2))
 	require.Equal(t, "a", truncate("aé", 2), "never split a UTF-8 sequence")
-}
-
-func TestPrintChecksPrintsASharedFixOnce(t *testing.T) {
-	r := preflight.Report{Checks: []preflight.Result{
-		{ID: "memlock", Status: preflight.Fail, Summary: "low", Fix: "raise it"},
-		{ID: "capabilities", Status: preflight.Fail, Summary: "no cap", Fix: "raise it"},
-		{ID: "shm", Status: preflight.Warn, Summary: "small", Fix: "grow it"},
-		{ID: "gpu", Status: preflight.OK, Summary: "fine", Fix: "unused"},
-	}}
-	var b bytes.Buffer
-	printChecks(&b, r, preflight.Warn, preflight.Fail)
-	assert.Equal(t, "ncclrun: memlock: low\nncclrun:   fix: raise it\n"+
-		"ncclrun: capabilities: no cap\n"+
-		"ncclrun: shm: small\nncclrun:   fix: grow it\n", b.String())
 }
 
 // TestFactsNoRDMAOnlyWhenSysfsListsNone: only a tree whose sysfs lists no
@@ -157,9 +126,4 @@ func TestFactsNoRDMAOnlyWhenSysfsListsNone(t *testing.T) {
 		r := preflight.Run(tc.ctx, preflight.Options{Root: "../../preflight/testdata/" + tc.tree, Env: []string{}})
 		assert.Equal(t, tc.want, facts(r, 0).NoRDMA, tc.name)
 	}
-}
-
-func TestFixTextPutsEachAlternativeOnALine(t *testing.T) {
-	assert.Equal(t, "fix: do A\n     or do B\n     or do C", fixText("do A; or do B; or do C", "fix: ", "     "))
-	assert.Equal(t, "fix: only one; with a semicolon", fixText("only one; with a semicolon", "fix: ", "     "))
 }

@@ -2,84 +2,34 @@ package main
 
 import (
 	"bytes"
-	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 
 	"github.com/ncclrun/ncclrun/diagnosis"
 	"github.com/ncclrun/ncclrun/launcher"
 )
 
-// TestWatchLines: a chunk of lines the tap hands over (launcher.Tap.Lines)
-// is diagnosed as its lines are: a cause found in it is printed at once,
-// the held-back generic one waits for the exit, and the noise lines the
-// matcher passes on are shed when the tap is behind, and only then. Noise
-// is diagnosis.Noise: the per-channel lines, never a WARN line or an
-// error.
-func TestWatchLines(t *testing.T) {
+// TestWatchIsTheTap: run's watch is the launcher's Tap over a
+// diagnosis.Watch: a chunk goes to the Watch (a cause in it is printed at
+// once), and Noise is diagnosis.Noise: the per-channel lines, never a WARN
+// line or an error.
+func TestWatchIsTheTap(t *testing.T) {
 	noise := "gpu-node-00:31000:31097 [0] NCCL INFO Channel 22/0 : 1[1] -> 0[0] [receive] via NET/IB/2/GDRDMA\n"
-	healthy := "gpu-node-00:31000:31097 [0] NCCL INFO Connected all rings\n"
 	memlock := "node-a:1234:1300 [0] misc/ibvwrap.cc:212 NCCL WARN Call to ibv_reg_mr_iova2 failed with error Cannot allocate memory\n"
 	generic := "RuntimeError: NCCL error in: /opt/pytorch/torch/lib/c10d/ProcessGroupNCCL.cpp:825, unhandled system error, NCCL version 2.7.8\n"
-	for _, c := range []struct {
-		name    string
-		chunk   string
-		printed []string // ids printed while CMD runs
-		found   []string // ids of Diagnoses at the exit
-	}{
-		{"a cause", strings.Repeat(noise+healthy, 50) + memlock + strings.Repeat(healthy, 10), []string{"memlock"}, []string{"memlock"}},
-		{"the generic one is held back", strings.Repeat(healthy, 10) + generic, nil, []string{"nccl-error"}},
-		{"noise only", strings.Repeat(noise, 100), nil, nil},
-	} {
-		for _, behind := range []bool{false, true} {
-			t.Run(fmt.Sprintf("%s/behind=%v", c.name, behind), func(t *testing.T) {
-				var stderr bytes.Buffer
-				w := &watch{stderr: &stderr, printed: map[string]bool{}}
-				var tap launcher.Tap = w
-				shed := tap.Lines(launcher.Stdout, []byte(c.chunk), behind)
-				var printed []string
-				for id := range w.printed {
-					printed = append(printed, id)
-				}
-				assert.ElementsMatch(t, c.printed, printed)
-				for _, id := range c.printed {
-					assert.Contains(t, stderr.String(), string(diagnosisMessage(findDiagnosis(t, w, id))))
-				}
-				if len(c.printed) == 0 {
-					assert.Empty(t, stderr.String())
-				}
-				var found []string
-				for _, d := range w.m.Diagnoses() {
-					found = append(found, d.ID)
-				}
-				assert.ElementsMatch(t, c.found, found)
-				if !behind {
-					assert.Zero(t, shed, "nothing is shed while the tap keeps up")
-				} else if strings.Contains(c.chunk, noise) {
-					assert.Positive(t, shed, "the receive lines pass the filter and are noise")
-				}
-			})
-		}
-	}
-	w := &watch{}
+	var stderr bytes.Buffer
+	w := &watch{Watch: diagnosis.NewWatch(diagnosis.Facts{}, &stderr, nil)}
+	var tap launcher.Tap = w
+	assert.Zero(t, tap.Lines(launcher.Stdout, []byte(noise+memlock), false))
+	_, _, written := w.Result()
+	assert.Equal(t, map[string]bool{"memlock": true}, written)
+	assert.Contains(t, stderr.String(), "ncclrun: Memory registration failed")
 	for _, l := range []string{noise} {
-		assert.True(t, w.Noise([]byte(strings.TrimSuffix(l, "\n"))), l)
+		assert.True(t, tap.Noise([]byte(strings.TrimSuffix(l, "\n"))), l)
 	}
 	for _, l := range []string{memlock, generic} {
-		assert.False(t, w.Noise([]byte(strings.TrimSuffix(l, "\n"))), l)
+		assert.False(t, tap.Noise([]byte(strings.TrimSuffix(l, "\n"))), l)
 	}
-}
-
-func findDiagnosis(t *testing.T, w *watch, id string) diagnosis.Diagnosis {
-	t.Helper()
-	for _, d := range w.m.Diagnoses() {
-		if d.ID == id {
-			return d
-		}
-	}
-	require.Failf(t, "no diagnosis", "%s", id)
-	return diagnosis.Diagnosis{}
 }

@@ -1,10 +1,11 @@
 // Package pin locks memory the way NCCL's registrations need it pinned.
 //
-// Pin is the probe behind `ncclrun probe-mlock SIZE` and the load of the
-// fake-nccl workload. It uses mlock(2), which the kernel checks against
-// RLIMIT_MEMLOCK with the same CAP_IPC_LOCK bypass that ibv_reg_mr's
-// ib_umem_get applies (docs/research/capabilities.md §1.2, §1.3): a size that
-// Pin can lock, NCCL can register, and the errno is the same.
+// Pin is the load of the fake-nccl workload and the probe behind doctor's
+// --probe (Probe starts `ncclrun probe-mlock SIZE`, which is ProbeHere).
+// It uses mlock(2), which the kernel checks against RLIMIT_MEMLOCK with
+// the same CAP_IPC_LOCK bypass that ibv_reg_mr's ib_umem_get applies
+// (docs/research/capabilities.md §1.2, §1.3): a size that Pin can lock,
+// NCCL can register, and the errno is the same.
 //
 // Do not use this package to lock a process's whole address space: it never
 // calls mlockall(2), which counts the entire virtual size (about 1 GiB for a

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 
 	"github.com/ncclrun/ncclrun/internal/units"
 )
@@ -44,6 +45,27 @@ func toKernel(v int64) uint64 {
 		return math.MaxUint64
 	}
 	return uint64(v)
+}
+
+// Parse reads a limit as --memlock takes it: SIZE for both, or SOFT:HARD
+// (units.ParseSize's sizes, "unlimited" among them); a soft limit above
+// the hard one is an error.
+func Parse(s string) (Limit, error) {
+	soft, hard, pair := strings.Cut(s, ":")
+	sv, err := units.ParseSize(soft)
+	if err != nil {
+		return Limit{}, err
+	}
+	hv := sv
+	if pair {
+		if hv, err = units.ParseSize(hard); err != nil {
+			return Limit{}, err
+		}
+		if hv != units.Unlimited && (sv == units.Unlimited || sv > hv) {
+			return Limit{}, fmt.Errorf("soft limit %s is above hard limit %s", units.FormatSize(sv), units.FormatSize(hv))
+		}
+	}
+	return Limit{Soft: sv, Hard: hv}, nil
 }
 
 // ParseProc parses one value column of /proc/<pid>/limits (fs/proc/base.c

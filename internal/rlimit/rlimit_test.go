@@ -64,3 +64,26 @@ func TestGetSet(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, l, l2)
 }
+
+func TestParse(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want Limit
+		bad  string
+	}{
+		{in: "64KiB", want: Limit{Soft: 64 << 10, Hard: 64 << 10}},
+		{in: "8MiB:unlimited", want: Limit{Soft: 8 << 20, Hard: units.Unlimited}},
+		{in: "unlimited", want: Limit{Soft: units.Unlimited, Hard: units.Unlimited}},
+		{in: "1GiB:64KiB", bad: "soft limit 1 GiB is above hard limit 64 KiB"},
+		{in: "unlimited:1GiB", bad: "above hard limit"},
+		{in: "lots", bad: "lots"},
+	} {
+		got, err := Parse(tc.in)
+		if tc.bad != "" {
+			assert.ErrorContains(t, err, tc.bad, tc.in)
+			continue
+		}
+		require.NoError(t, err, tc.in)
+		assert.Equal(t, tc.want, got, tc.in)
+	}
+}

@@ -1,0 +1,56 @@
+package main
+
+import (
+	"os"
+
+	"github.com/ncclrun/ncclrun/diagnosis"
+	"github.com/ncclrun/ncclrun/preflight"
+)
+
+// facts turn preflight's report into what the matcher needs to tell
+// memlock from other registration failures.
+func facts(r preflight.Report, minMemlock int64) diagnosis.Facts {
+	cs := r.Command
+	f := diagnosis.Facts{
+		Known:    true,
+		Platform: r.Environment.Kind,
+		MemlockAdequate: cs.IPCLockEffective || cs.Memlock.Soft == preflight.Unlimited ||
+			(minMemlock > 0 && cs.Memlock.Soft >= minMemlock),
+		Seen:       cs.MemlockState(),
+		MemlockFix: r.Facts.Memlock.Fix,
+		ShmBytes:   r.Facts.ShmBytes,
+		// Only a host whose sysfs lists no RDMA device at all: a container
+		// without /dev/infiniband still sees the host's devices there.
+		NoRDMA: r.Facts.NoRDMA,
+	}
+	// Preflight's facts are this host's: lines of other hosts are judged
+	// without them (diagnosis.Facts.Host).
+	if h, err := os.Hostname(); err == nil {
+		f.Host = h
+	}
+	transportFacts(r, &f)
+	return f
+}
+
+// transportFacts adds what preflight saw of the transports NCCL could use:
+// the RDMA ports usable from CMD's view and the GPUDirect RDMA
+// peer-memory module on the host. With them a "No device found" or a
+// socket/tcp fallback on a node with usable ports is a certain
+// degraded-transport, and "GPU Direct RDMA Disabled" names its cause.
+func transportFacts(r preflight.Report, f *diagnosis.Facts) {
+	f.RDMAPorts = preflight.UsablePorts(r.Facts.RDMA)
+	if g := r.Facts.GPUDirect; g != nil {
+		f.GDRModule = gdrModule(*g)
+	}
+}
+
+// gdrModule names the peer-memory module the gpudirect check found.
+func gdrModule(g preflight.GPUDirectFacts) string {
+	switch {
+	case g.NvMem:
+		return diagnosis.GDRModuleNvMem
+	case g.NvidiaPeermem:
+		return diagnosis.GDRModuleNvidiaPeermem
+	}
+	return diagnosis.GDRModuleNone
+}

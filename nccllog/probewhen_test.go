@@ -1,0 +1,69 @@
+package nccllog
+
+import (
+	"bytes"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ncclrun/ncclrun/launcher"
+	"github.com/ncclrun/ncclrun/preflight"
+)
+
+func TestProbeOff(t *testing.T) {
+	pipe, w, err := os.Pipe()
+	require.NoError(t, err)
+	defer pipe.Close()
+	defer w.Close()
+	devs := []preflight.RDMADevice{{Name: "mlx5_0", UverbsPresent: true, Ports: []preflight.RDMAPort{{Port: 1, State: "ACTIVE"}}}}
+	usable := preflight.Result{ID: preflight.IDRDMA, Status: preflight.OK, Details: map[string]any{"devices": devs}}
+	gpu := preflight.Result{ID: preflight.IDGPU, Status: preflight.OK}
+	on := preflight.Report{Checks: []preflight.Result{usable, gpu}, Facts: preflight.Facts{RDMA: devs}}
+	tests := []struct {
+		name  string
+		env   []string
+		conf  map[string]string
+		rep   preflight.Report
+		path  string
+		out   io.Writer
+		wants string // "" = on
+	}{
+		{"on", nil, nil, on, "/usr/bin/torchrun", w, ""},
+		{"user's subsys", []string{"NCCL_DEBUG_SUBSYS=INIT"}, nil, on, "python3", w, "NCCL_DEBUG_SUBSYS is set"},
+		{"user's file", []string{"NCCL_DEBUG_FILE=/tmp/x.%p"}, nil, on, "python3", w, "NCCL_DEBUG_FILE is set"},
+		{"file in nccl.conf", nil, map[string]string{"NCCL_DEBUG_FILE": "/tmp/x"}, on, "python3", w, "config file"},
+		{"user's NCCL_DEBUG=WARN is theirs", []string{"NCCL_DEBUG=WARN"}, nil, on, "python3", w, "NCCL_DEBUG is set"},
+		{"NCCL_DEBUG in nccl.conf", nil, map[string]string{"NCCL_DEBUG": "WARN"}, on, "python3", w, "NCCL_DEBUG is set in NCCL's config file"},
+		{"mpirun", nil, nil, on, "/usr/bin/mpirun", w, "mpirun starts ranks on other hosts"},
+		{"srun", nil, nil, on, "srun", w, "srun starts ranks"},
+		{"stdout not a file", nil, nil, on, "python3", &bytes.Buffer{}, "stdout"},
+		{"no GPU", nil, nil, preflight.Report{Checks: []preflight.Result{usable}}, "python3", w, "no GPU"},
+		{"no usable port", nil, nil, preflight.Report{Checks: []preflight.Result{gpu}}, "python3", w, "no usable RDMA port"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			why := ProbeOff(tt.env, tt.conf, launcher.Command{Path: tt.path}, tt.out, tt.rep)
+			if tt.wants == "" {
+				assert.Empty(t, why)
+			} else {
+				assert.Contains(t, why, tt.wants)
+			}
+		})
+	}
+}
+
+// TestProbeEnv: the probe sends NCCL's INIT and NET INFO lines to a file
+// per process in its private directory.
+func TestProbeEnv(t *testing.T) {
+	p, err := NewProbe(&bytes.Buffer{}, -1, -1)
+	require.NoError(t, err)
+	defer p.Remove()
+	vars := p.Env()
+	require.Len(t, vars, 3)
+	assert.Equal(t, []string{"NCCL_DEBUG=INFO", "NCCL_DEBUG_SUBSYS=INIT,NET", "NCCL_DEBUG_FILE=" + filepath.Join(p.Dir, "nccl.%h.%p")},
+		[]string{vars[0].Name + "=" + vars[0].Value, vars[1].Name + "=" + vars[1].Value, vars[2].Name + "=" + vars[2].Value})
+}
