@@ -26,14 +26,16 @@ type branch struct {
 	re    *regexp.Regexp
 	pre   []byte   // re's literal prefix (literalPrefix)
 	end   *byteSet // the bytes a line re matches may end with (endBytes)
+	lits  litCheck // what re's literals decide (lits.go)
 	bound bool
 }
 
 // guard is a negative pattern that is not a plain literal, with its
 // literal prefix.
 type guard struct {
-	re  *regexp.Regexp
-	pre []byte
+	re   *regexp.Regexp
+	pre  []byte
+	lits litCheck
 }
 
 // literalPrefix is the literal every match of re starts with
@@ -54,6 +56,9 @@ func literalPrefix(re *regexp.Regexp) []byte {
 func (g guard) match(line []byte) bool {
 	if g.pre != nil && !bytes.Contains(line, g.pre) {
 		return false
+	}
+	if ok, known := g.lits.decide(line); known {
+		return ok
 	}
 	return g.re.Match(line)
 }
@@ -104,11 +109,14 @@ func compileBranch(s *syntax.Regexp) (branch, error) {
 			return branch{}, err
 		}
 		if p, _ := re.LiteralPrefix(); p != "" && isWordByte(p[0]) {
-			return branch{re: re, pre: literalPrefix(re), end: endBytes(rest), bound: true}, nil
+			// Its literal's presence is not enough: the boundary must hold.
+			lits := litCheckOf(rest)
+			lits.sure = nil
+			return branch{re: re, pre: literalPrefix(re), end: endBytes(rest), lits: lits, bound: true}, nil
 		}
 	}
 	re, err := regexp.Compile(exprString(s))
-	return branch{re: re, pre: literalPrefix(re), end: endBytes(s)}, err
+	return branch{re: re, pre: literalPrefix(re), end: endBytes(s), lits: litCheckOf(s)}, err
 }
 
 // distribute returns the alternatives of t: the top-level ones, and for
@@ -205,6 +213,9 @@ func (p *cpattern) reMatch(line []byte) bool {
 		if p.rePre != nil && !bytes.Contains(line, p.rePre) || !p.reEnd.mayEnd(line) {
 			return false
 		}
+		if ok, known := p.reLits.decide(line); known {
+			return ok
+		}
 		return p.re.Match(line)
 	}
 	for _, b := range p.branches {
@@ -218,6 +229,9 @@ func (p *cpattern) reMatch(line []byte) bool {
 func (b branch) match(line []byte) bool {
 	if b.pre != nil && !bytes.Contains(line, b.pre) || !b.end.mayEnd(line) {
 		return false
+	}
+	if ok, known := b.lits.decide(line); known {
+		return ok
 	}
 	if !b.bound {
 		return b.re.Match(line)
