@@ -34,6 +34,9 @@ type state struct {
 	hosts map[string]struct{}
 	// peers are the lost peers' addresses the lines named (at most maxPeers).
 	peers []string
+	// peerTails are the texts addPeer read already (peerTail), at most
+	// maxPeerTails: one seen again adds no peer.
+	peerTails map[peerTail]struct{}
 	// capped: a process or text was left out because a cap was reached, so
 	// count is a lower bound; hostsCapped: a host was left out.
 	capped, hostsCapped bool
@@ -99,13 +102,13 @@ const (
 	maxProcs     = 4096
 	maxHosts     = 1024
 	maxTexts     = 1024
-	maxTextPairs = 1 << 14
+	maxTextPairs = 4096
 	maxHostLen   = 64 // a DNS label is at most 63 bytes (RFC 1035)
 
 	roomProcs = 1 << 14
 	roomHosts = 4096
 	roomTexts = 4096
-	roomPairs = 1 << 16
+	roomPairs = 8192
 
 	// maxEchoPrefix is how far into an unprefixed line the echoed WARN
 	// text may start (after a collector's own words, e.g. pdsh's "host: ").
@@ -240,11 +243,42 @@ func (m *Matcher) sighted(st *state, p *cpattern, line []byte, local bool) *stat
 // maxPeers bounds Diagnosis.Peers.
 const maxPeers = 16
 
+// maxPeerTails bounds state.peerTails.
+const maxPeerTails = 256
+
+// peerTail is a pattern and the hash of a line's text from the first
+// occurrence of the pattern's literal prefix on (the whole line when it
+// has none). Every match of the expression starts at an occurrence of
+// that prefix and reads no byte before it, so the match and its peer are
+// a function of this text: a failing job's ranks print the same "closed
+// by remote peer node-b<port>" under as many prefixes, and the
+// expression runs once for them all (it costs a microsecond and a few
+// allocations a line).
+type peerTail struct {
+	p    *cpattern
+	hash uint64
+}
+
 // addPeer keeps the peer address p's "peer" group found in line, as
 // "host:port" (NCCL's "host<port>" and Gloo's "[addr]:port" unwrapped),
 // once per host.
 func (m *Matcher) addPeer(st *state, p *cpattern, line []byte) {
-	sm := p.regexp().FindSubmatchIndex(line)
+	re := p.regexp() // compiled with rePre
+	tail := line
+	if k := bytes.Index(line, p.rePre); p.rePre != nil && k >= 0 {
+		tail = line[k:]
+	}
+	key := peerTail{p, hashBytes(tail)}
+	if _, ok := st.peerTails[key]; ok {
+		return // read before: its peer is kept, or was refused for good
+	}
+	if len(st.peerTails) < maxPeerTails {
+		if st.peerTails == nil {
+			st.peerTails = map[peerTail]struct{}{}
+		}
+		st.peerTails[key] = struct{}{}
+	}
+	sm := re.FindSubmatchIndex(line)
 	if sm == nil || sm[2*p.peerGroup] < 0 {
 		return
 	}
