@@ -97,18 +97,34 @@ type block struct {
 // Caps on what one state remembers, and on what one matcher's states
 // remember together (Matcher.room). The matcher-wide budgets keep the
 // memory bounded whatever the catalog's size; a state past either counts
-// exactly up to it and is marked capped.
+// exactly up to it and is marked capped. What each keeps exact:
 const (
-	maxProcs     = 4096
-	maxHosts     = 1024
-	maxTexts     = 1024
-	maxTextPairs = 4096
+	// maxProcs: a cause every rank of a 512-node job of 8 GPUs reports
+	// (a larger one reads "4096+ processes").
+	maxProcs = 4096
+	// maxHosts: every host of a 1,000-node job.
+	maxHosts = 1024
+	// maxTexts: distinct texts of one cause (a text that names a port or
+	// an address differs from process to process).
+	maxTexts = 1024
+	// maxTextPairs: a text for each process counted (maxProcs), so that
+	// the echoes of a cause are told apart exactly while its count is
+	// exact; pairs past it would correct a count already a lower bound.
+	maxTextPairs = maxProcs
 	maxHostLen   = 64 // a DNS label is at most 63 bytes (RFC 1035)
 
-	roomProcs = 1 << 14
-	roomHosts = 4096
-	roomTexts = 4096
-	roomPairs = 8192
+	// roomProcs: four causes at maxProcs (a failure and three knock-ons
+	// every rank reports: a lost peer, the proxy's error, NCCL's generic
+	// error).
+	roomProcs = 4 * maxProcs
+	// roomHosts: four causes on every host of a 1,000-node job.
+	roomHosts = 4 * maxHosts
+	roomTexts = 4 * maxTexts
+	// roomPairs: two causes at maxTextPairs (a failure's echoes come from
+	// the processes of the failure and of its first knock-on). A pair
+	// costs 16 bytes and a map slot: more room would make the pairs most
+	// of a matcher's memory on a log of a million processes.
+	roomPairs = 2 * maxTextPairs
 
 	// maxEchoPrefix is how far into an unprefixed line the echoed WARN
 	// text may start (after a collector's own words, e.g. pdsh's "host: ").
