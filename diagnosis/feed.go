@@ -162,7 +162,7 @@ func (m *Matcher) feedAll(line []byte, hit bool) []Diagnosis {
 			markerHit = true
 		}
 	}
-	if countHost && m.seeHost(line) {
+	if countHost && m.seeHost(line, e) {
 		markerHit = true
 	}
 	if markerHit && !m.nofilter {
@@ -278,15 +278,22 @@ func (m *Matcher) candidates(line []byte) []int32 {
 // seeHost notes the host and pid of a candidate line: the MultiHost
 // markers go on at the second distinct host, the SingleHost markers at a
 // second process of the first host while no other host was seen; it
-// reports whether it turned markers on.
-func (m *Matcher) seeHost(line []byte) bool {
+// reports whether it turned markers on. A raw NCCL line's prefix is read
+// once for here and record (memo.raw; e may be nil).
+func (m *Matcher) seeHost(line []byte, e *memo) bool {
 	mh := m.cat.multiHost
 	if m.otherHost || len(mh) > 0 && m.markers[mh[0]] || len(mh) == 0 && len(m.cat.singleHost) == 0 {
 		return false // a multi-node job: a SingleHost marker no longer matters
 	}
 	var pl Line
-	if f, ok := scanPrefixAt0(line); ok {
+	if r := e.raw(line); r.ok {
 		// A raw NCCL line, read without allocating while its host is known.
+		if m.host != "" && string(line[r.hostStart:r.hostEnd]) == m.host && (int(r.pid) == m.pid || m.twoProcs) {
+			return false
+		}
+		pl = Line{Host: string(line[r.hostStart:r.hostEnd]), PID: int(r.pid), Start: 0}
+	} else if f, ok := scanPrefixAt0(line); ok {
+		// One with pid 0 (memo.raw leaves it to ParseLine).
 		if m.host != "" && string(line[f.hostStart:f.hostEnd]) == m.host && (f.pid == m.pid || m.twoProcs) {
 			return false
 		}
