@@ -40,9 +40,11 @@ type Matcher struct {
 	sum    summary
 	cands  []uint64
 	// memo remembers the candidates and matches of the lines seen last
-	// (memo.go); sawSummary is candidates' second result.
+	// (memo.go); sawSummary is candidates' second result; tails the
+	// answers of expressions by the text from their literal on (tails.go).
 	memo       *memoTable
 	sawSummary bool
+	tails      *tailMemo
 
 	mu      sync.Mutex
 	seq     int
@@ -118,7 +120,7 @@ func (m *Matcher) feedAll(line []byte, hit bool) []Diagnosis {
 	cand, fromMemo := m.cand[:0], false
 	if !m.nofilter && len(line) <= memoMaxLine {
 		if m.memo == nil {
-			m.memo = new(memoTable)
+			m.memo, m.tails = new(memoTable), new(tailMemo)
 		}
 		e, fromMemo = m.memo.lookup(line)
 		if fromMemo {
@@ -157,7 +159,7 @@ func (m *Matcher) feedAll(line []byte, hit bool) []Diagnosis {
 	markerHit := false
 	for k, pi := range cand {
 		p := m.cat.pats[pi]
-		if p.Marker && !m.markers[pi] && e.matches(k, p, line) {
+		if p.Marker && !m.markers[pi] && e.matches(k, p, line, m.tails) {
 			m.markers[pi] = true
 			markerHit = true
 		}
@@ -172,7 +174,7 @@ func (m *Matcher) feedAll(line []byte, hit bool) []Diagnosis {
 	local := m.isLocal(line)
 	for k, pi := range cand {
 		p := m.cat.pats[pi]
-		if p.Marker || !m.factsAllow(p, local) || !e.matches(k, p, line) {
+		if p.Marker || !m.factsAllow(p, local) || !e.matches(k, p, line, m.tails) {
 			continue
 		}
 		touched = m.record(p, line, e, local)
@@ -343,7 +345,11 @@ func (m *Matcher) onlySeenMarkers(cand []int32) bool {
 // literals are searched first: they are cheap, and a healthy line that
 // carries one (NCCL's "No plugin found" INFO for the dlopen pattern)
 // is then rejected without running the expression.
-func (p *cpattern) matches(line []byte) bool {
+func (p *cpattern) matches(line []byte) bool { return p.matchesIn(line, nil) }
+
+// matchesIn is matches with the expressions' answers remembered in t
+// (nil: not).
+func (p *cpattern) matchesIn(line []byte, t *tailMemo) bool {
 	p.mustReady()
 	p.entry.mustReady()
 	for _, n := range p.notLit {
@@ -356,16 +362,16 @@ func (p *cpattern) matches(line []byte) bool {
 			return false
 		}
 	}
-	if !p.reMatch(line) {
+	if !p.reMatchIn(line, t) {
 		return false
 	}
 	for _, n := range p.not {
-		if n.match(line) {
+		if n.match(line, t) {
 			return false
 		}
 	}
 	for _, n := range p.entry.not {
-		if n.match(line) {
+		if n.match(line, t) {
 			return false
 		}
 	}

@@ -53,14 +53,14 @@ func literalPrefix(re *regexp.Regexp) []byte {
 	return nil
 }
 
-func (g guard) match(line []byte) bool {
+func (g guard) match(line []byte, t *tailMemo) bool {
 	if g.pre != nil && !bytes.Contains(line, g.pre) {
 		return false
 	}
 	if ok, known := g.lits.decide(line); known {
 		return ok
 	}
-	return g.re.Match(line)
+	return t.match(g.re, g.pre, line)
 }
 
 // maxBranches bounds how far a pattern is split.
@@ -207,7 +207,10 @@ func unicodeUpper(r rune) rune {
 
 // reMatch reports whether line matches p's expression (not its negative
 // patterns).
-func (p *cpattern) reMatch(line []byte) bool {
+func (p *cpattern) reMatch(line []byte) bool { return p.reMatchIn(line, nil) }
+
+// reMatchIn is reMatch with the answers remembered in t (nil: not).
+func (p *cpattern) reMatchIn(line []byte, t *tailMemo) bool {
 	p.mustReady()
 	if p.branches == nil {
 		if p.rePre != nil && !bytes.Contains(line, p.rePre) || !p.reEnd.mayEnd(line) {
@@ -216,17 +219,17 @@ func (p *cpattern) reMatch(line []byte) bool {
 		if ok, known := p.reLits.decide(line); known {
 			return ok
 		}
-		return p.re.Match(line)
+		return t.match(p.re, p.rePre, line)
 	}
 	for _, b := range p.branches {
-		if b.match(line) {
+		if b.match(line, t) {
 			return true
 		}
 	}
 	return false
 }
 
-func (b branch) match(line []byte) bool {
+func (b branch) match(line []byte, t *tailMemo) bool {
 	if b.pre != nil && !bytes.Contains(line, b.pre) || !b.end.mayEnd(line) {
 		return false
 	}
@@ -234,7 +237,7 @@ func (b branch) match(line []byte) bool {
 		return ok
 	}
 	if !b.bound {
-		return b.re.Match(line)
+		return t.match(b.re, b.pre, line)
 	}
 	// The branch starts with a word byte (its literal): a word boundary
 	// holds at a start s when the byte before s is not a word byte.

@@ -109,16 +109,16 @@ func (e *memo) store(line []byte, cand []int32, sum bool) {
 }
 
 // matches is p.matches(line) for the k-th candidate of e's line,
-// remembered.
-func (e *memo) matches(k int, p *cpattern, line []byte) bool {
+// remembered (and its expressions' answers in t, tails.go).
+func (e *memo) matches(k int, p *cpattern, line []byte, t *tailMemo) bool {
 	if e == nil || k >= 64 {
-		return p.matches(line)
+		return p.matchesIn(line, t)
 	}
 	bit := uint64(1) << k
 	if e.known&bit != 0 {
 		return e.hits&bit != 0
 	}
-	ok := p.matches(line)
+	ok := p.matchesIn(line, t)
 	e.known |= bit
 	if ok {
 		e.hits |= bit
