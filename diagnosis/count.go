@@ -316,10 +316,14 @@ func (m *Matcher) addPeer(st *state, p *cpattern, line []byte) {
 }
 
 func (m *Matcher) addProc(st *state, set map[procID]struct{}, id procID) {
+	full := len(st.procs)+len(st.tprocs) >= maxProcs || m.room.procs <= 0
+	if full && st.capped {
+		return // kept or not, nothing changes: no look-up (a cache miss a line past the caps)
+	}
 	if _, ok := set[id]; ok {
 		return
 	}
-	if len(st.procs)+len(st.tprocs) >= maxProcs || m.room.procs <= 0 {
+	if full {
 		st.capped = true
 		return
 	}
@@ -363,7 +367,10 @@ func (m *Matcher) addText(st *state, text uint64, proc procID) {
 		set = map[procID]struct{}{}
 		st.wtext[text] = set
 	}
-	if _, ok := set[proc]; !ok && st.npair < maxTextPairs && m.room.pairs > 0 {
+	if st.npair >= maxTextPairs || m.room.pairs <= 0 {
+		return // no look-up past the caps
+	}
+	if _, ok := set[proc]; !ok {
 		set[proc] = struct{}{}
 		st.npair++
 		m.room.pairs--
