@@ -345,11 +345,8 @@ func (m *Matcher) onlySeenMarkers(cand []int32) bool {
 // literals are searched first: they are cheap, and a healthy line that
 // carries one (NCCL's "No plugin found" INFO for the dlopen pattern)
 // is then rejected without running the expression.
-func (p *cpattern) matches(line []byte) bool { return p.matchesIn(line, nil) }
-
-// matchesIn is matches with the expressions' answers remembered in t
-// (nil: not).
-func (p *cpattern) matchesIn(line []byte, t *tailMemo) bool {
+// The expressions' answers are remembered in t (nil: not; tails.go).
+func (p *cpattern) matches(line []byte, t *tailMemo) bool {
 	p.mustReady()
 	p.entry.mustReady()
 	for _, n := range p.notLit {
