@@ -107,10 +107,13 @@ const (
 	// maxTexts: distinct texts of one cause (a text that names a port or
 	// an address differs from process to process).
 	maxTexts = 1024
-	// maxTextPairs: a text for each process counted (maxProcs), so that
-	// the echoes of a cause are told apart exactly while its count is
-	// exact; pairs past it would correct a count already a lower bound.
-	maxTextPairs = maxProcs
+	// maxTextPairs: four texts for each process counted (maxProcs), so
+	// that PyTorch's echo of a rank's last WARN text is told apart from a
+	// process of its own while the count is exact, when every rank
+	// printed a line for each of its connections (texts that differ by
+	// peer and port); roomPairs bounds it further. A pair left out makes
+	// its text's echoes count as processes.
+	maxTextPairs = 4 * maxProcs
 	maxHostLen   = 64 // a DNS label is at most 63 bytes (RFC 1035)
 
 	// roomProcs: four causes at maxProcs (a failure and three knock-ons
@@ -120,11 +123,12 @@ const (
 	// roomHosts: four causes on every host of a 1,000-node job.
 	roomHosts = 4 * maxHosts
 	roomTexts = 4 * maxTexts
-	// roomPairs: two causes at maxTextPairs (a failure's echoes come from
-	// the processes of the failure and of its first knock-on). A pair
-	// costs 16 bytes and a map slot: more room would make the pairs most
-	// of a matcher's memory on a log of a million processes.
-	roomPairs = 2 * maxTextPairs
+	// roomPairs: the causes together, two texts for each process of a
+	// 512-node job (or four of a 256-node one). A pair costs 16 bytes and
+	// a map slot: on a log of a million processes each doubling of it
+	// adds about a megabyte of peak RSS (at eight times this the pairs
+	// would be most of a matcher's memory).
+	roomPairs = 2 * maxProcs
 
 	// maxEchoPrefix is how far into an unprefixed line the echoed WARN
 	// text may start (after a collector's own words, e.g. pdsh's "host: ").
