@@ -313,6 +313,7 @@ type cpattern struct {
 	re           *regexp.Regexp
 	rePre        []byte   // re's literal prefix, searched before re runs (match.go)
 	reEnd        *byteSet // the bytes a line re matches may end with, nil: any (endbytes.go)
+	reLits       litCheck // what re's literals decide (lits.go)
 	branches     []branch // re as branches with literal starts, when that helps (match.go)
 	not          []guard
 	notLit       [][]byte // negative patterns that are plain literals
@@ -660,7 +661,7 @@ func (p *cpattern) compileRegexps() error {
 	if err != nil {
 		return fmt.Errorf("%w: %s: %q: %w", ErrCatalog, where, p.Re, err)
 	}
-	p.re, p.rePre, p.reEnd, p.branches = re, literalPrefix(re), endBytes(t), branches
+	p.re, p.rePre, p.reEnd, p.reLits, p.branches = re, literalPrefix(re), endBytes(t), litCheckOf(t), branches
 	p.peerGroup = re.SubexpIndex("peer")
 	for i, n := range re.SubexpNames() {
 		if n == "rank" {
@@ -706,7 +707,11 @@ func addNot(res []guard, lits [][]byte, re *regexp.Regexp) ([]guard, [][]byte) {
 	if lit, complete := re.LiteralPrefix(); complete && lit != "" {
 		return res, append(lits, []byte(lit))
 	}
-	return append(res, guard{re: re, pre: literalPrefix(re)}), lits
+	g := guard{re: re, pre: literalPrefix(re)}
+	if t, err := syntax.Parse(re.String(), syntax.Perl); err == nil { // as regexp.Compile parsed it
+		g.lits = litCheckOf(t)
+	}
+	return append(res, g), lits
 }
 
 // markerIndex resolves a marker name ("name" in cp's entry, or

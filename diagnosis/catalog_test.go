@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -189,10 +190,43 @@ func TestAhoCorasick(t *testing.T) {
 		{"failed with error Cannot allocate memory", []int32{4}},
 		{"Cannot allocate memor", nil},
 		{"hishe", []int32{2, 1, 0}},
+		// Past the automaton's acLen bytes a literal is compared in place.
+		{"Cannot allocate", nil},
+		{"Cannot aCannot allocate memory", []int32{4}},
+		{"Cannot allocate memorCannot allocate memory", []int32{4}},
+		{"xx Cannot allocate memoryy", []int32{4}},
 	}
 	for i, tt := range tests {
 		got := a.scan([]byte(tt.in), stamp, uint32(i+1), nil)
 		assert.ElementsMatch(t, tt.want, got, tt.in)
+	}
+}
+
+// TestAhoCorasickExact: on every sample and test line, and each cut
+// after every literal's first acLen bytes (where the automaton's part of
+// it ends), the automaton reports exactly the patterns with a literal in
+// the line.
+func TestAhoCorasickExact(t *testing.T) {
+	c := DefaultCatalog()
+	a := c.automaton()
+	stamp := make([]uint32, a.npattern)
+	var lines []string
+	for _, l := range allTestLines(t) {
+		lines = append(lines, l)
+		for _, lit := range c.lits {
+			if i := strings.Index(l, lit); i >= 0 && len(lit) > acLen {
+				lines = append(lines, l[:i+acLen], l[:i+len(lit)-1]+"x")
+			}
+		}
+	}
+	for i, l := range lines {
+		var want []int32
+		for k, lit := range c.lits {
+			if strings.Contains(l, lit) && !slices.Contains(want, int32(c.owners[k])) {
+				want = append(want, int32(c.owners[k]))
+			}
+		}
+		assert.ElementsMatch(t, want, a.scan([]byte(l), stamp, uint32(i+1), nil), l)
 	}
 }
 

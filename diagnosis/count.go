@@ -34,6 +34,9 @@ type state struct {
 	hosts map[string]struct{}
 	// peers are the lost peers' addresses the lines named (at most maxPeers).
 	peers []string
+	// peerTails are the texts addPeer read already (peerTail), at most
+	// maxPeerTails: one seen again adds no peer.
+	peerTails map[peerTail]struct{}
 	// capped: a process or text was left out because a cap was reached, so
 	// count is a lower bound; hostsCapped: a host was left out.
 	capped, hostsCapped bool
@@ -94,18 +97,38 @@ type block struct {
 // Caps on what one state remembers, and on what one matcher's states
 // remember together (Matcher.room). The matcher-wide budgets keep the
 // memory bounded whatever the catalog's size; a state past either counts
-// exactly up to it and is marked capped.
+// exactly up to it and is marked capped. What each keeps exact:
 const (
-	maxProcs     = 4096
-	maxHosts     = 1024
-	maxTexts     = 1024
-	maxTextPairs = 1 << 14
+	// maxProcs: a cause every rank of a 512-node job of 8 GPUs reports
+	// (a larger one reads "4096+ processes").
+	maxProcs = 4096
+	// maxHosts: every host of a 1,000-node job.
+	maxHosts = 1024
+	// maxTexts: distinct texts of one cause (a text that names a port or
+	// an address differs from process to process).
+	maxTexts = 1024
+	// maxTextPairs: four texts for each process counted (maxProcs), so
+	// that PyTorch's echo of a rank's last WARN text is told apart from a
+	// process of its own while the count is exact, when every rank
+	// printed a line for each of its connections (texts that differ by
+	// peer and port); roomPairs bounds it further. A pair left out makes
+	// its text's echoes count as processes.
+	maxTextPairs = 4 * maxProcs
 	maxHostLen   = 64 // a DNS label is at most 63 bytes (RFC 1035)
 
-	roomProcs = 1 << 14
-	roomHosts = 4096
-	roomTexts = 4096
-	roomPairs = 1 << 16
+	// roomProcs: four causes at maxProcs (a failure and three knock-ons
+	// every rank reports: a lost peer, the proxy's error, NCCL's generic
+	// error).
+	roomProcs = 4 * maxProcs
+	// roomHosts: four causes on every host of a 1,000-node job.
+	roomHosts = 4 * maxHosts
+	roomTexts = 4 * maxTexts
+	// roomPairs: the causes together, two texts for each process of a
+	// 512-node job (or four of a 256-node one). A pair costs 16 bytes and
+	// a map slot: on a log of a million processes each doubling of it
+	// adds about a megabyte of peak RSS (at eight times this the pairs
+	// would be most of a matcher's memory).
+	roomPairs = 2 * maxProcs
 
 	// maxEchoPrefix is how far into an unprefixed line the echoed WARN
 	// text may start (after a collector's own words, e.g. pdsh's "host: ").
@@ -240,11 +263,42 @@ func (m *Matcher) sighted(st *state, p *cpattern, line []byte, local bool) *stat
 // maxPeers bounds Diagnosis.Peers.
 const maxPeers = 16
 
+// maxPeerTails bounds state.peerTails.
+const maxPeerTails = 256
+
+// peerTail is a pattern and the hash of a line's text from the first
+// occurrence of the pattern's literal prefix on (the whole line when it
+// has none). Every match of the expression starts at an occurrence of
+// that prefix and reads no byte before it, so the match and its peer are
+// a function of this text: a failing job's ranks print the same "closed
+// by remote peer node-b<port>" under as many prefixes, and the
+// expression runs once for them all (it costs a microsecond and a few
+// allocations a line).
+type peerTail struct {
+	p    *cpattern
+	hash uint64
+}
+
 // addPeer keeps the peer address p's "peer" group found in line, as
 // "host:port" (NCCL's "host<port>" and Gloo's "[addr]:port" unwrapped),
 // once per host.
 func (m *Matcher) addPeer(st *state, p *cpattern, line []byte) {
-	sm := p.regexp().FindSubmatchIndex(line)
+	re := p.regexp() // compiled with rePre
+	tail := line
+	if k := bytes.Index(line, p.rePre); p.rePre != nil && k >= 0 {
+		tail = line[k:]
+	}
+	key := peerTail{p, hashBytes(tail)}
+	if _, ok := st.peerTails[key]; ok {
+		return // read before: its peer is kept, or was refused for good
+	}
+	if len(st.peerTails) < maxPeerTails {
+		if st.peerTails == nil {
+			st.peerTails = map[peerTail]struct{}{}
+		}
+		st.peerTails[key] = struct{}{}
+	}
+	sm := re.FindSubmatchIndex(line)
 	if sm == nil || sm[2*p.peerGroup] < 0 {
 		return
 	}
@@ -266,10 +320,14 @@ func (m *Matcher) addPeer(st *state, p *cpattern, line []byte) {
 }
 
 func (m *Matcher) addProc(st *state, set map[procID]struct{}, id procID) {
+	full := len(st.procs)+len(st.tprocs) >= maxProcs || m.room.procs <= 0
+	if full && st.capped {
+		return // kept or not, nothing changes: no look-up (a cache miss a line past the caps)
+	}
 	if _, ok := set[id]; ok {
 		return
 	}
-	if len(st.procs)+len(st.tprocs) >= maxProcs || m.room.procs <= 0 {
+	if full {
 		st.capped = true
 		return
 	}
@@ -313,7 +371,10 @@ func (m *Matcher) addText(st *state, text uint64, proc procID) {
 		set = map[procID]struct{}{}
 		st.wtext[text] = set
 	}
-	if _, ok := set[proc]; !ok && st.npair < maxTextPairs && m.room.pairs > 0 {
+	if st.npair >= maxTextPairs || m.room.pairs <= 0 {
+		return // no look-up past the caps
+	}
+	if _, ok := set[proc]; !ok {
 		set[proc] = struct{}{}
 		st.npair++
 		m.room.pairs--

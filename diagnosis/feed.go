@@ -40,9 +40,11 @@ type Matcher struct {
 	sum    summary
 	cands  []uint64
 	// memo remembers the candidates and matches of the lines seen last
-	// (memo.go); sawSummary is candidates' second result.
+	// (memo.go); sawSummary is candidates' second result; tails the
+	// answers of expressions by the text from their literal on (tails.go).
 	memo       *memoTable
 	sawSummary bool
+	tails      *tailMemo
 
 	mu      sync.Mutex
 	seq     int
@@ -118,7 +120,7 @@ func (m *Matcher) feedAll(line []byte, hit bool) []Diagnosis {
 	cand, fromMemo := m.cand[:0], false
 	if !m.nofilter && len(line) <= memoMaxLine {
 		if m.memo == nil {
-			m.memo = new(memoTable)
+			m.memo, m.tails = new(memoTable), new(tailMemo)
 		}
 		e, fromMemo = m.memo.lookup(line)
 		if fromMemo {
@@ -157,22 +159,22 @@ func (m *Matcher) feedAll(line []byte, hit bool) []Diagnosis {
 	markerHit := false
 	for k, pi := range cand {
 		p := m.cat.pats[pi]
-		if p.Marker && !m.markers[pi] && e.matches(k, p, line) {
+		if p.Marker && !m.markers[pi] && e.matches(k, p, line, m.tails) {
 			m.markers[pi] = true
 			markerHit = true
 		}
 	}
-	if countHost && m.seeHost(line) {
+	if countHost && m.seeHost(line, e) {
 		markerHit = true
 	}
 	if markerHit && !m.nofilter {
 		m.filter = buildGramFilter(m.cat.pats, func(i int) bool { return !m.cat.pats[i].Marker || !m.markers[i] })
 	}
 	var touched *state
-	local := m.isLocal(line)
+	local := m.isLocalMemo(line, e)
 	for k, pi := range cand {
 		p := m.cat.pats[pi]
-		if p.Marker || !m.factsAllow(p, local) || !e.matches(k, p, line) {
+		if p.Marker || !m.factsAllow(p, local) || !e.matches(k, p, line, m.tails) {
 			continue
 		}
 		touched = m.record(p, line, e, local)
@@ -278,15 +280,22 @@ func (m *Matcher) candidates(line []byte) []int32 {
 // seeHost notes the host and pid of a candidate line: the MultiHost
 // markers go on at the second distinct host, the SingleHost markers at a
 // second process of the first host while no other host was seen; it
-// reports whether it turned markers on.
-func (m *Matcher) seeHost(line []byte) bool {
+// reports whether it turned markers on. A raw NCCL line's prefix is read
+// once for here and record (memo.raw; e may be nil).
+func (m *Matcher) seeHost(line []byte, e *memo) bool {
 	mh := m.cat.multiHost
 	if m.otherHost || len(mh) > 0 && m.markers[mh[0]] || len(mh) == 0 && len(m.cat.singleHost) == 0 {
 		return false // a multi-node job: a SingleHost marker no longer matters
 	}
 	var pl Line
-	if f, ok := scanPrefixAt0(line); ok {
+	if r := e.raw(line); r.ok {
 		// A raw NCCL line, read without allocating while its host is known.
+		if m.host != "" && string(line[r.hostStart:r.hostEnd]) == m.host && (int(r.pid) == m.pid || m.twoProcs) {
+			return false
+		}
+		pl = Line{Host: string(line[r.hostStart:r.hostEnd]), PID: int(r.pid), Start: 0}
+	} else if f, ok := scanPrefixAt0(line); ok {
+		// One with pid 0 (memo.raw leaves it to ParseLine).
 		if m.host != "" && string(line[f.hostStart:f.hostEnd]) == m.host && (f.pid == m.pid || m.twoProcs) {
 			return false
 		}
@@ -336,7 +345,8 @@ func (m *Matcher) onlySeenMarkers(cand []int32) bool {
 // literals are searched first: they are cheap, and a healthy line that
 // carries one (NCCL's "No plugin found" INFO for the dlopen pattern)
 // is then rejected without running the expression.
-func (p *cpattern) matches(line []byte) bool {
+// The expressions' answers are remembered in t (nil: not; tails.go).
+func (p *cpattern) matches(line []byte, t *tailMemo) bool {
 	p.mustReady()
 	p.entry.mustReady()
 	for _, n := range p.notLit {
@@ -349,16 +359,16 @@ func (p *cpattern) matches(line []byte) bool {
 			return false
 		}
 	}
-	if !p.reMatch(line) {
+	if !p.reMatchIn(line, t) {
 		return false
 	}
 	for _, n := range p.not {
-		if n.match(line) {
+		if n.match(line, t) {
 			return false
 		}
 	}
 	for _, n := range p.entry.not {
-		if n.match(line) {
+		if n.match(line, t) {
 			return false
 		}
 	}

@@ -39,8 +39,11 @@ func FeedReader(m *Matcher, r io.Reader) error {
 
 // feedChunk is the size of one read: a few lines' worth more than a line
 // of MaxLine bytes, so that a full buffer without a newline means a line
-// to cut.
-const feedChunk = 256 << 10
+// to cut. A log the matcher cannot keep up with (WARN lines of ever new
+// processes) fills every job's buffer (six on two cores: 0.75 MiB of
+// explain's peak at this size); twice it costs as much again for no
+// speed on a healthy log.
+const feedChunk = 128 << 10
 
 // feedWorkers is the most goroutines that scan chunks at once: the filter
 // is about half of a healthy log's cost, so more than two or three leave

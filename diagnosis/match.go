@@ -26,14 +26,16 @@ type branch struct {
 	re    *regexp.Regexp
 	pre   []byte   // re's literal prefix (literalPrefix)
 	end   *byteSet // the bytes a line re matches may end with (endBytes)
+	lits  litCheck // what re's literals decide (lits.go)
 	bound bool
 }
 
 // guard is a negative pattern that is not a plain literal, with its
 // literal prefix.
 type guard struct {
-	re  *regexp.Regexp
-	pre []byte
+	re   *regexp.Regexp
+	pre  []byte
+	lits litCheck
 }
 
 // literalPrefix is the literal every match of re starts with
@@ -51,11 +53,14 @@ func literalPrefix(re *regexp.Regexp) []byte {
 	return nil
 }
 
-func (g guard) match(line []byte) bool {
+func (g guard) match(line []byte, t *tailMemo) bool {
 	if g.pre != nil && !bytes.Contains(line, g.pre) {
 		return false
 	}
-	return g.re.Match(line)
+	if ok, known := g.lits.decide(line); known {
+		return ok
+	}
+	return t.match(g.re, g.pre, line)
 }
 
 // maxBranches bounds how far a pattern is split.
@@ -104,11 +109,14 @@ func compileBranch(s *syntax.Regexp) (branch, error) {
 			return branch{}, err
 		}
 		if p, _ := re.LiteralPrefix(); p != "" && isWordByte(p[0]) {
-			return branch{re: re, pre: literalPrefix(re), end: endBytes(rest), bound: true}, nil
+			// Its literal's presence is not enough: the boundary must hold.
+			lits := litCheckOf(rest)
+			lits.sure = nil
+			return branch{re: re, pre: literalPrefix(re), end: endBytes(rest), lits: lits, bound: true}, nil
 		}
 	}
 	re, err := regexp.Compile(exprString(s))
-	return branch{re: re, pre: literalPrefix(re), end: endBytes(s)}, err
+	return branch{re: re, pre: literalPrefix(re), end: endBytes(s), lits: litCheckOf(s)}, err
 }
 
 // distribute returns the alternatives of t: the top-level ones, and for
@@ -199,28 +207,37 @@ func unicodeUpper(r rune) rune {
 
 // reMatch reports whether line matches p's expression (not its negative
 // patterns).
-func (p *cpattern) reMatch(line []byte) bool {
+func (p *cpattern) reMatch(line []byte) bool { return p.reMatchIn(line, nil) }
+
+// reMatchIn is reMatch with the answers remembered in t (nil: not).
+func (p *cpattern) reMatchIn(line []byte, t *tailMemo) bool {
 	p.mustReady()
 	if p.branches == nil {
 		if p.rePre != nil && !bytes.Contains(line, p.rePre) || !p.reEnd.mayEnd(line) {
 			return false
 		}
-		return p.re.Match(line)
+		if ok, known := p.reLits.decide(line); known {
+			return ok
+		}
+		return t.match(p.re, p.rePre, line)
 	}
 	for _, b := range p.branches {
-		if b.match(line) {
+		if b.match(line, t) {
 			return true
 		}
 	}
 	return false
 }
 
-func (b branch) match(line []byte) bool {
+func (b branch) match(line []byte, t *tailMemo) bool {
 	if b.pre != nil && !bytes.Contains(line, b.pre) || !b.end.mayEnd(line) {
 		return false
 	}
+	if ok, known := b.lits.decide(line); known {
+		return ok
+	}
 	if !b.bound {
-		return b.re.Match(line)
+		return t.match(b.re, b.pre, line)
 	}
 	// The branch starts with a word byte (its literal): a word boundary
 	// holds at a start s when the byte before s is not a word byte.

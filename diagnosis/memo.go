@@ -108,17 +108,17 @@ func (e *memo) store(line []byte, cand []int32, sum bool) {
 	e.recIn, e.recBy = nil, nil
 }
 
-// matches is p.matches(line) for the k-th candidate of e's line,
+// matches is p.matches(line, t) for the k-th candidate of e's line,
 // remembered.
-func (e *memo) matches(k int, p *cpattern, line []byte) bool {
+func (e *memo) matches(k int, p *cpattern, line []byte, t *tailMemo) bool {
 	if e == nil || k >= 64 {
-		return p.matches(line)
+		return p.matches(line, t)
 	}
 	bit := uint64(1) << k
 	if e.known&bit != 0 {
 		return e.hits&bit != 0
 	}
-	ok := p.matches(line)
+	ok := p.matches(line, t)
 	e.known |= bit
 	if ok {
 		e.hits |= bit

@@ -15,14 +15,15 @@ import (
 // TestMemoSameResults feeds every testdata log with its lines repeated
 // (each line twice in a row, then the whole log again, as a failing job
 // repeats its WARN lines) through a matcher with the memo and one without
-// (the unfiltered reference): every FeedAll and the final diagnoses must
-// be identical, and the memo must have been used.
+// (the unfiltered reference, which has no tail answers either): every
+// FeedAll and the final diagnoses must be identical, and the memo and
+// the tail answers must have been used.
 func TestMemoSameResults(t *testing.T) {
 	logs, err := filepath.Glob("testdata/*/*.log")
 	require.NoError(t, err)
 	require.Greater(t, len(logs), 100)
 	c := DefaultCatalog()
-	hits := 0
+	hits, tails := 0, 0
 	for i, p := range logs {
 		if raceEnabled && i%8 != 0 {
 			continue // a sample under the race detector
@@ -40,10 +41,16 @@ func TestMemoSameResults(t *testing.T) {
 						hits++
 					}
 				}
+				for _, e := range fast.tails {
+					if e.re != nil {
+						tails++
+					}
+				}
 			}
 		}
 	}
 	assert.Greater(t, hits, 100, "memo slots that remembered a match")
+	assert.Greater(t, tails, 100, "expression answers remembered by tail (tails.go)")
 }
 
 // TestMemoSlotReplaced: a line that lands in an occupied slot replaces

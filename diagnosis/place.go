@@ -128,9 +128,20 @@ func sameHost(lineHost, h string) bool {
 
 // isLocal reports whether line is this host's as far as it shows
 // (Facts.Host): a line whose NCCL prefix names another host is not.
-func (m *Matcher) isLocal(line []byte) bool {
+func (m *Matcher) isLocal(line []byte) bool { return m.isLocalMemo(line, nil) }
+
+// isLocalMemo is isLocal reading a raw NCCL line's prefix from e (memo.raw,
+// once a line for here, seeHost and record; e may be nil).
+func (m *Matcher) isLocalMemo(line []byte, e *memo) bool {
 	if !m.facts.Known || m.facts.Host == "" {
 		return true
+	}
+	if r := e.raw(line); r.ok {
+		if sameHostBytes(line[r.hostStart:r.hostEnd], m.facts.Host) {
+			return true
+		}
+		m.noteRemoteWarn(line)
+		return false
 	}
 	if f, ok := scanPrefixAt0(line); ok {
 		// A raw NCCL line (most of them): compared without allocating.
