@@ -166,3 +166,31 @@ func BenchmarkMatcherFeedWarn(b *testing.B) {
 		m.Feed(l)
 	}
 }
+
+// TestCountPastTextCaps: once a cause's processes and texts outgrow the
+// pair caps, an echo of a text cannot be told from a process of its own
+// (the processes that printed the text are no longer all known), so the
+// count keeps to the processes it knows and says it is a lower bound
+// instead of counting the echoes as more processes.
+func TestCountPastTextCaps(t *testing.T) {
+	const texts = 5
+	const procs = maxTextPairs/texts + 24 // under maxProcs: the pairs are what overflows
+	seg := func(k int) string {
+		return fmt.Sprintf("Error while creating shared memory segment /dev/shm/nccl-%c (size 9637888)", 'A'+k)
+	}
+	var b strings.Builder
+	for p := 0; p < procs; p++ {
+		for k := 0; k < texts; k++ {
+			fmt.Fprintf(&b, "node-%d:%d:%d [0] misc/shmutils.cc:132 NCCL WARN %s\n", p/8, 1000+p, 2000+p, seg(k))
+		}
+	}
+	for p := 0; p < procs; p++ {
+		fmt.Fprintf(&b, "Last error:\n%s\n", seg(texts-1)) // PyTorch's echo of each rank's last WARN
+	}
+	ds := explainString(t, b.String(), Facts{})
+	require.Len(t, ds, 1, ids(ds))
+	assert.Equal(t, "shm", ds[0].ID)
+	assert.True(t, ds[0].CountCapped)
+	assert.LessOrEqual(t, ds[0].Count, procs, "never more processes than printed the cause")
+	assert.Equal(t, procs, ds[0].Count, "the processes that printed it prefixed are all counted")
+}

@@ -40,6 +40,10 @@ type state struct {
 	// capped: a process or text was left out because a cap was reached, so
 	// count is a lower bound; hostsCapped: a host was left out.
 	capped, hostsCapped bool
+	// textsLost: a text, or a process that printed it, was left out by a
+	// cap, so a unit repeating it cannot be told from a process of its
+	// own: count then counts only the processes it knows (and is capped).
+	textsLost bool
 	// announced: returned by Feed/FeedAll once (or skipped there as a
 	// generic cause hidden by a failure).
 	announced bool
@@ -111,8 +115,8 @@ const (
 	// that PyTorch's echo of a rank's last WARN text is told apart from a
 	// process of its own while the count is exact, when every rank
 	// printed a line for each of its connections (texts that differ by
-	// peer and port); roomPairs bounds it further. A pair left out makes
-	// its text's echoes count as processes.
+	// peer and port). Past it, or past roomPairs, the cause's count keeps
+	// only the processes it knows and reads as a lower bound (textsLost).
 	maxTextPairs = 4 * maxProcs
 	maxHostLen   = 64 // a DNS label is at most 63 bytes (RFC 1035)
 
@@ -123,12 +127,12 @@ const (
 	// roomHosts: four causes on every host of a 1,000-node job.
 	roomHosts = 4 * maxHosts
 	roomTexts = 4 * maxTexts
-	// roomPairs: the causes together, two texts for each process of a
-	// 512-node job (or four of a 256-node one). A pair costs 16 bytes and
-	// a map slot: on a log of a million processes each doubling of it
-	// adds about a megabyte of peak RSS (at eight times this the pairs
-	// would be most of a matcher's memory).
-	roomPairs = 2 * maxProcs
+	// roomPairs: the causes together, one cause's maxTextPairs (a cause
+	// every rank of a 512-node job reports, four texts a process). A pair
+	// costs 16 bytes and a map slot: on a log of a million processes each
+	// doubling of it adds about a megabyte of peak RSS (at four times this
+	// the pairs would be most of a matcher's memory).
+	roomPairs = maxTextPairs
 
 	// maxEchoPrefix is how far into an unprefixed line the echoed WARN
 	// text may start (after a collector's own words, e.g. pdsh's "host: ").
@@ -365,14 +369,18 @@ func (m *Matcher) addText(st *state, text uint64, proc procID) {
 	set := st.wtext[text]
 	if set == nil {
 		if len(st.wtext) >= maxTexts || m.room.texts <= 0 {
-			return // only the echo check loses a text; the process is counted
+			st.textsLost = true // the process is counted; its echoes cannot be
+			return
 		}
 		m.room.texts--
 		set = map[procID]struct{}{}
 		st.wtext[text] = set
 	}
 	if st.npair >= maxTextPairs || m.room.pairs <= 0 {
-		return // no look-up past the caps
+		// No look-up past the caps: the pair may be kept already, but
+		// taking it as lost keeps count a lower bound.
+		st.textsLost = true
+		return
 	}
 	if _, ok := set[proc]; !ok {
 		set[proc] = struct{}{}
@@ -491,7 +499,9 @@ func (st *state) echoOf(u *unit) (uint64, bool) {
 // before torchrun reprinted it: per text, such units count only beyond
 // the processes that printed it identified. Other units count alone (or
 // as their Ray/vLLM process). capped reports that the count is a lower
-// bound.
+// bound: past a cap on texts (textsLost) the units without a process of
+// their own are not counted at all, since an echo of a text that was left
+// out would count as a process.
 func (st *state) count() (n int, capped bool) {
 	n = len(st.procs)
 	var pids map[int64]struct{}
@@ -531,9 +541,14 @@ func (st *state) count() (n int, capped bool) {
 			}
 			continue
 		}
-		n += u.n
+		if !st.textsLost {
+			n += u.n
+		}
 	}
 	n += len(others)
+	if st.textsLost {
+		return n, true
+	}
 	for t, e := range echoes {
 		if extra := e - len(st.wtext[t]); extra > 0 {
 			n += extra
