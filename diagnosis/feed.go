@@ -295,7 +295,7 @@ func (m *Matcher) seeHost(line []byte, e *memo) bool {
 		}
 		pl = Line{Host: string(line[r.hostStart:r.hostEnd]), PID: int(r.pid), Start: 0}
 	} else if f, ok := scanPrefixAt0(line); ok {
-		// One with pid 0 (memo.raw leaves it to ParseLine).
+		// One with pid 0, which memo.raw refuses: scanned here.
 		if m.host != "" && string(line[f.hostStart:f.hostEnd]) == m.host && (f.pid == m.pid || m.twoProcs) {
 			return false
 		}

@@ -19,8 +19,8 @@ import (
 // it line by line.
 //
 // The memory is a direct-mapped table of tailSlots answers for tails of
-// at most memoMaxLine bytes, allocated on the first expression run: about
-// 150 KiB at most.
+// at most memoMaxLine bytes, allocated with the memo (on the first line
+// of at most memoMaxLine bytes): about 150 KiB at most.
 const tailSlots = 512
 
 type tailMemo [tailSlots]tailEntry

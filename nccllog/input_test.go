@@ -58,7 +58,7 @@ func TestOpen(t *testing.T) {
 	}
 }
 
-// TestOpenRefused: a zstd or xz input, whatever its name and length, is
+// TestOpenRefused: a bzip2, zstd or xz input, whatever its name and length, is
 // refused when it is opened, before anything is read from it, as a
 // *ReadError holding an *UnsupportedError; bytes that are not all of a
 // magic number are read as plain text.

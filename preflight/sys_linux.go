@@ -92,7 +92,9 @@ func fileCaps(path string) (bool, error) {
 // for each interface. As net reads them, an address is the message's
 // IFA_LOCAL when it has one (on a point-to-point link IFA_ADDRESS is the
 // peer's), else its IFA_ADDRESS. When the dump cannot be read, no
-// interface has an address, as when each Interface.Addrs fails.
+// interface has an address, as when each Interface.Addrs fails. The
+// interfaces are not needed here (the dump has every index); the
+// parameter is there for the other systems' version, which asks each.
 func liveAddrs([]net.Interface) map[int][]net.IP {
 	tab, err := syscall.NetlinkRIB(syscall.RTM_GETADDR, syscall.AF_UNSPEC)
 	if err != nil {

@@ -48,7 +48,7 @@ const (
 // declare, or a skippable frame first), bzip2 and xz inputs are refused with one
 // line naming the input and how to decompress it instead, exit 2, in
 // bounded memory and before any history is allocated (a 1 GiB address
-// space suffices); the good inputs beside them are read as before.
+// space suffices); the good inputs beside them are read as usual.
 func TestExplainRefusedFormats(t *testing.T) {
 	tmp := t.TempDir()
 	write := func(name string, data []byte) string {
