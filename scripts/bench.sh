@@ -17,7 +17,11 @@
 #
 # Knobs (environment):
 #   NCCLRUN=bin/ncclrun     the binary under test (make bench builds it)
-#   RUNS=5                  rounds of the whole-process comparisons (medians)
+#   RUNS=5                  rounds of the explain comparisons (medians)
+#   RELAY_RUNS=15           rounds of the relay comparisons (a pipe's speed
+#                           varies run to run with where the kernel places
+#                           its two ends: the ratio is the median of each
+#                           round's ratio, command and reference side by side)
 #   SIZE=256MiB             the INFO log, the mixed log, the long line
 #   WARN_SIZE=64MiB         the WARN-only log
 #   RSS_RUNS=3              runs per peak-RSS figure
@@ -32,6 +36,7 @@ cd "$(dirname "$0")/.."
 
 NCCLRUN=${NCCLRUN:-bin/ncclrun}
 RUNS=${RUNS:-5}
+RELAY_RUNS=${RELAY_RUNS:-15}
 SIZE=${SIZE:-256MiB}
 WARN_SIZE=${WARN_SIZE:-64MiB}
 RSS_RUNS=${RSS_RUNS:-3}
@@ -86,7 +91,7 @@ jnum() { local v; v=$(sed -n "s/.*\"$1\": *\([0-9]*\).*/\1/p" "$2" | head -1); e
 
 echo "# ncclrun bench ($(date -u +%Y-%m-%dT%H:%MZ), $(nproc) CPUs, $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), load before: $(load))"
 echo
-echo "ncclrun $("$NCCLRUN" version 2>/dev/null | head -1 | cut -d' ' -f2-); logs: $(hsize "$(size "$INFO")") of NCCL INFO lines, the same size with a WARN line every 100 lines, $(hsize "$(size "$WARN")") of WARN lines; every figure against its reference measured in this run, the variants round-robin (medians of $RUNS rounds)."
+echo "ncclrun $("$NCCLRUN" version 2>/dev/null | head -1 | cut -d' ' -f2-); logs: $(hsize "$(size "$INFO")") of NCCL INFO lines, the same size with a WARN line every 100 lines, $(hsize "$(size "$WARN")") of WARN lines; every figure against its reference measured in this run, the variants round-robin."
 echo
 
 # --- start-up ------------------------------------------------------------
@@ -128,7 +133,7 @@ radd "WARN: \`cat F | cat\` (the reference)" "sh -c 'cat \"\$WARN\" | cat'"
 radd "WARN: **\`ncclrun run -- cat F\`**" "\"\$NCCLRUN\" run -- cat \"\$WARN\""
 radd "mixed at $RATE/s: the child alone (the reference)" "\"\$B\" pace -rate $RATE \"\$MIXED\""
 radd "mixed at $RATE/s: **\`ncclrun run -- child\`**" "\"\$NCCLRUN\" run -- \"\$B\" pace -rate $RATE \"\$MIXED\""
-for round in $(seq 0 "$RUNS"); do
+for round in $(seq 0 "$RELAY_RUNS"); do
   for i in "${!rcmds[@]}"; do
     out=$("$B" time -n 1 -warmup 0 -pipe -- sh -c "exec ${rcmds[$i]}")
     if [ "$round" != 0 ]; then
@@ -138,14 +143,19 @@ for round in $(seq 0 "$RUNS"); do
   done
 done
 for i in "${!rcmds[@]}"; do rw[i]=$(med <"$tmp/rwall.$i"); rc[i]=$(med <"$tmp/rcpu.$i"); done
-echo "## Relay: the same bytes through each, into a pipe"
+# pratio I: the median over the rounds of row I's wall over its reference's
+# in the same round.
+pratio() {
+  local ref=$(( $1 / 2 * 2 ))
+  paste "$tmp/rwall.$1" "$tmp/rwall.$ref" | awk '{printf "%.4f\n", $1/$2}' | med | awk '{printf "%.2f", $1}'
+}
+echo "## Relay: the same bytes through each, into a pipe (medians of $RELAY_RUNS rounds; the ratio is the median of each round's)"
 echo
 echo "| log / command | wall | vs reference | MiB/s | CPU (writer + relay) |"
 echo "|---|---|---|---|---|"
 for i in "${!rcmds[@]}"; do
-  ref=$(( i / 2 * 2 ))
   f=$INFO; [ "$i" -ge 2 ] && f=$WARN; [ "$i" -ge 4 ] && f=$MIXED
-  echo "| ${rlabels[$i]} | ${rw[$i]} ms | $(ratio "${rw[$i]}" "${rw[$ref]}")x | $(mibs "${rw[$i]}" "$(size "$f")") | ${rc[$i]} ms |"
+  echo "| ${rlabels[$i]} | ${rw[$i]} ms | $(pratio "$i")x | $(mibs "${rw[$i]}" "$(size "$f")") | ${rc[$i]} ms |"
 done
 echo
 
@@ -258,11 +268,11 @@ echo "| target | this run | verdict |"
 echo "|---|---|---|"
 r=$(ratio "$run_ms" "$hello_ms")
 echo "| start-up: \`run -- true\` <= 3x a static Go hello | ${r}x ($run_ms ms, hello $hello_ms ms) | $(atmost "$r" 3) |"
-r=$(ratio "${rw[1]}" "${rw[0]}")
+r=$(pratio 1)
 echo "| relay INFO: <= 1.5x \`cat F \| cat\` wall | ${r}x | $(atmost "$r" 1.5) |"
-r=$(ratio "${rw[3]}" "${rw[2]}")
+r=$(pratio 3)
 echo "| relay WARN: <= 1.5x \`cat F \| cat\` wall | ${r}x | $(atmost "$r" 1.5) |"
-r=$(ratio "${rw[5]}" "${rw[4]}")
+r=$(pratio 5)
 echo "| a child printing $RATE/s: <= 1.5x its wall alone | ${r}x | $(atmost "$r" 1.5) |"
 echo "| no catalog-matching line lost at $RATE/s (--report) | $lost lost ($shed INFO noise lines shed) | $(atmost "$lost" 0) |"
 echo "| explain INFO >= 200 MiB/s | $info_mibs MiB/s (grep -c $(mibs "${ex[0]}" "$(size "$INFO")")) | $(atleast "$info_mibs" 200) |"
