@@ -171,7 +171,7 @@ func (m *Matcher) feedAll(line []byte, hit bool) []Diagnosis {
 		m.filter = buildGramFilter(m.cat.pats, func(i int) bool { return !m.cat.pats[i].Marker || !m.markers[i] })
 	}
 	var touched *state
-	local := m.isLocalMemo(line, e)
+	local := m.isLocal(line, e)
 	for k, pi := range cand {
 		p := m.cat.pats[pi]
 		if p.Marker || !m.factsAllow(p, local) || !e.matches(k, p, line, m.tails) {
@@ -359,7 +359,7 @@ func (p *cpattern) matches(line []byte, t *tailMemo) bool {
 			return false
 		}
 	}
-	if !p.reMatchIn(line, t) {
+	if !p.reMatch(line, t) {
 		return false
 	}
 	for _, n := range p.not {

@@ -206,11 +206,8 @@ func unicodeUpper(r rune) rune {
 }
 
 // reMatch reports whether line matches p's expression (not its negative
-// patterns).
-func (p *cpattern) reMatch(line []byte) bool { return p.reMatchIn(line, nil) }
-
-// reMatchIn is reMatch with the answers remembered in t (nil: not).
-func (p *cpattern) reMatchIn(line []byte, t *tailMemo) bool {
+// patterns), with the answers remembered in t (nil: not).
+func (p *cpattern) reMatch(line []byte, t *tailMemo) bool {
 	p.mustReady()
 	if p.branches == nil {
 		if p.rePre != nil && !bytes.Contains(line, p.rePre) || !p.reEnd.mayEnd(line) {

@@ -59,7 +59,7 @@ func TestPatternCost(t *testing.T) {
 		}
 		bp, br := 1e18, 1e18
 		for r := 0; r < 12; r++ {
-			bp = min(bp, once(p.reMatch, lines))
+			bp = min(bp, once(func(line []byte) bool { return p.reMatch(line, nil) }, lines))
 			k = 0
 			br = min(br, once(ref, lines))
 		}
@@ -97,7 +97,7 @@ func TestSplitAlternativesSameAnswer(t *testing.T) {
 					continue
 				}
 				for _, v := range []string{l, strings.ReplaceAll(l, lit, "x"+lit), strings.ReplaceAll(l, lit, " "+lit+lit)} {
-					assert.Equal(t, p.regexp().MatchString(v), p.reMatch([]byte(v)), "%s/%s: %q", p.entry.ID, p.Name, v)
+					assert.Equal(t, p.regexp().MatchString(v), p.reMatch([]byte(v), nil), "%s/%s: %q", p.entry.ID, p.Name, v)
 				}
 			}
 		}

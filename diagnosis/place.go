@@ -127,12 +127,10 @@ func sameHost(lineHost, h string) bool {
 }
 
 // isLocal reports whether line is this host's as far as it shows
-// (Facts.Host): a line whose NCCL prefix names another host is not.
-func (m *Matcher) isLocal(line []byte) bool { return m.isLocalMemo(line, nil) }
-
-// isLocalMemo is isLocal reading a raw NCCL line's prefix from e (memo.raw,
-// once a line for here, seeHost and record; e may be nil).
-func (m *Matcher) isLocalMemo(line []byte, e *memo) bool {
+// (Facts.Host): a line whose NCCL prefix names another host is not. A raw
+// NCCL line's prefix is read from e (memo.raw, once a line for here,
+// seeHost and record; e may be nil).
+func (m *Matcher) isLocal(line []byte, e *memo) bool {
 	if !m.facts.Known || m.facts.Host == "" {
 		return true
 	}
