@@ -210,13 +210,8 @@ func unicodeUpper(r rune) rune {
 func (p *cpattern) reMatch(line []byte, t *tailMemo) bool {
 	p.mustReady()
 	if p.branches == nil {
-		if p.rePre != nil && !bytes.Contains(line, p.rePre) || !p.reEnd.mayEnd(line) {
-			return false
-		}
-		if ok, known := p.reLits.decide(line); known {
-			return ok
-		}
-		return t.match(p.re, p.rePre, line)
+		// The whole expression is one branch, without a word boundary.
+		return branch{re: p.re, pre: p.rePre, end: p.reEnd, lits: p.reLits}.match(line, t)
 	}
 	for _, b := range p.branches {
 		if b.match(line, t) {
