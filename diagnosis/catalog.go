@@ -326,7 +326,7 @@ type cpattern struct {
 	needs        []needTerm      // Needs resolved (needsHold)
 	peerGroup    int             // index of the "peer" group in re, -1 none (or not compiled yet)
 	rankGroups   []int           // indices of the "rank" groups in re: the rank waited for
-	grams        []uint32        // one gram per literal (gram.go)
+	grams        litGrams        // two grams per literal (gram.go)
 	gramsOK      bool            // false: a literal is shorter than a gram
 }
 

@@ -102,19 +102,29 @@ func (m *Matcher) Feed(line []byte) *Diagnosis {
 
 // FeedAll is Feed returning every cause this line made visible (nil for
 // most lines).
-func (m *Matcher) FeedAll(line []byte) []Diagnosis { return m.feedAll(line, false) }
+func (m *Matcher) FeedAll(line []byte) []Diagnosis { return m.feedAll(line, -1) }
 
-// feedAll is FeedAll; hit says that m's filter hit a window of line
-// already (feedLines), so that it is not run again. Running on without
-// the filter gives FeedAll's result whether the filter would pass the
-// line or not: it only decides whether the automaton may find a literal.
-func (m *Matcher) feedAll(line []byte, hit bool) []Diagnosis {
+// feedAll is FeedAll; from >= 0 says that a filter of m's (or one with
+// more literals) hit a window of line already (hitLines), and where in the
+// line the literals it may hold start (gramFilter.from), so that the
+// filter is not run again and the automaton reads the line from there.
+// Running on without the filter gives FeedAll's result whether the filter
+// would pass the line or not: it only decides whether, and from where,
+// the automaton may find a literal that can change the result.
+func (m *Matcher) feedAll(line []byte, from int) []Diagnosis {
 	m.lineNo++
 	if len(line) > MaxLine {
 		line = line[:MaxLine]
 	}
-	if !m.nofilter && !hit && !m.filter.mayMatch(line) {
-		return nil
+	switch {
+	case m.nofilter:
+		from = 0
+	case from < 0:
+		h := m.filter.firstHit(line)
+		if h < 0 {
+			return nil
+		}
+		from = m.filter.from(h)
 	}
 	var e *memo
 	cand, fromMemo := m.cand[:0], false
@@ -132,7 +142,7 @@ func (m *Matcher) feedAll(line []byte, hit bool) []Diagnosis {
 	}
 	followed := fromMemo && e.sum
 	if !fromMemo {
-		cand = m.candidates(line)
+		cand = m.candidates(line, from)
 		followed = m.sawSummary
 		if e != nil {
 			e.store(line, cand, m.sawSummary)
@@ -240,17 +250,19 @@ func (m *Matcher) unsureHost(st *state) bool {
 	return true
 }
 
-// candidates runs the automaton over line and returns its candidate
-// patterns in priority order (m.cand's storage); a torchrun summary
-// literal among them is followed (torchrun.go), and m.sawSummary says
-// whether there was one.
-func (m *Matcher) candidates(line []byte) []int32 {
+// candidates runs the automaton over line from byte from on and returns
+// its candidate patterns in priority order (m.cand's storage); a torchrun
+// summary literal among them is followed (torchrun.go), and m.sawSummary
+// says whether there was one. A literal that starts before from is missed:
+// only one of a marker seen already may (feedAll), and that one changes
+// nothing.
+func (m *Matcher) candidates(line []byte, from int) []int32 {
 	m.gen++
 	if m.gen == 0 {
 		clear(m.stamp)
 		m.gen = 1
 	}
-	m.cand = m.cat.automaton().scan(line, m.stamp, m.gen, m.cand[:0])
+	m.cand = m.cat.automaton().scan(line[min(from, len(line)):], m.stamp, m.gen, m.cand[:0])
 	m.sawSummary = false
 	if n := int32(len(m.cat.pats)); len(m.cand) > 0 {
 		// A torchrun summary line (torchrun.go) is followed, not matched.

@@ -70,32 +70,35 @@ type feedJob struct {
 
 // feedHit is a line of a job's lines that the filter passed: its bounds
 // in lines, and how many lines came before it since the previous hit.
-type feedHit struct{ before, start, end int }
+// from is where in the line its literals may start (gramFilter.from).
+type feedHit struct{ before, start, end, from int }
 
 // scan fills j.hits and j.tail with filter f.
 func (j *feedJob) scan(f *gramFilter) {
 	j.hits = j.hits[:0]
-	j.tail = hitLines(j.lines, func() *gramFilter { return f }, func(before, start, end int) {
-		j.hits = append(j.hits, feedHit{before: before, start: start, end: end})
+	j.tail = hitLines(j.lines, func() *gramFilter { return f }, func(before, start, end, from int) {
+		j.hits = append(j.hits, feedHit{before: before, start: start, end: end, from: from})
 	})
 }
 
 // hitLines goes through b, complete lines each ending in '\n', with the
 // gram filter that filter returns (asked again after each hit: a
 // matcher's loses literals as it is fed): it calls hit with the bounds in
-// b of each line in which the filter hits and the number of lines before
-// it since the previous one, and returns the number of lines after the
+// b of each line in which the filter hits, the number of lines before it
+// since the previous one, and where in the line the filter's literals may
+// start (gramFilter.from), and returns the number of lines after the
 // last. The scan of FeedReader's workers, of its sequential path and of
 // FeedChunk.
-func hitLines(b []byte, filter func() *gramFilter, hit func(before, start, end int)) (after int) {
+func hitLines(b []byte, filter func() *gramFilter, hit func(before, start, end, from int)) (after int) {
 	for off := 0; len(b) > 0; {
-		h := filter().firstHit(b)
+		f := filter()
+		h := f.firstHit(b)
 		if h < 0 {
 			return bytes.Count(b, newline)
 		}
 		start := bytes.LastIndexByte(b[:h], '\n') + 1
 		end := start + bytes.IndexByte(b[start:], '\n') + 1
-		hit(bytes.Count(b[:start], newline), off+start, off+end)
+		hit(bytes.Count(b[:start], newline), off+start, off+end, f.from(h-start))
 		b, off = b[end:], off+end
 	}
 	return 0
@@ -108,7 +111,7 @@ func (m *Matcher) currentFilter() *gramFilter { return m.filter }
 func (m *Matcher) feedScanned(j *feedJob) {
 	for _, h := range j.hits {
 		m.lineNo += h.before
-		m.feedAll(j.lines[h.start:h.end], true)
+		m.feedAll(j.lines[h.start:h.end], h.from)
 	}
 	m.lineNo += j.tail
 	if j.cut != nil {
@@ -271,9 +274,9 @@ func (p *feedPipe) run(r io.Reader) error {
 // each would (chunkFilter), with the filter m has at each line: the
 // sequential path.
 func (m *Matcher) feedLines(b []byte) {
-	m.lineNo += hitLines(b, m.currentFilter, func(before, start, end int) {
+	m.lineNo += hitLines(b, m.currentFilter, func(before, start, end, from int) {
 		m.lineNo += before
-		m.feedAll(b[start:end], true)
+		m.feedAll(b[start:end], from)
 	})
 }
 
@@ -305,14 +308,14 @@ func (m *Matcher) unseenMarker(line []byte) bool {
 // lines shed and their bytes, newlines included. A shed line counts in
 // m's line count as a fed one does.
 func (m *Matcher) FeedChunk(p []byte, shed func(line []byte) bool, found func([]Diagnosis)) (lines, size int) {
-	feed := func(line []byte) {
+	feed := func(line []byte, from int) {
 		if shed != nil && shed(trimEOL(line)) && !m.unseenMarker(line) {
 			m.lineNo++
 			lines++
 			size += len(line)
 			return
 		}
-		if ds := m.feedAll(line, true); len(ds) > 0 && found != nil {
+		if ds := m.feedAll(line, from); len(ds) > 0 && found != nil {
 			found(ds)
 		}
 	}
@@ -322,20 +325,20 @@ func (m *Matcher) FeedChunk(p []byte, shed func(line []byte) bool, found func([]
 			if end == 0 {
 				end = len(p)
 			}
-			feed(p[:end])
+			feed(p[:end], 0)
 			p = p[end:]
 		}
 		return lines, size
 	}
 	end := bytes.LastIndexByte(p, '\n') + 1
 	b, tail := p[:end], p[end:]
-	m.lineNo += hitLines(b, m.currentFilter, func(before, start, end int) {
+	m.lineNo += hitLines(b, m.currentFilter, func(before, start, end, from int) {
 		m.lineNo += before
-		feed(b[start:end])
+		feed(b[start:end], from)
 	})
 	if len(tail) > 0 {
-		if m.filter.mayMatch(tail) {
-			feed(tail)
+		if h := m.filter.firstHit(tail); h >= 0 {
+			feed(tail, m.filter.from(h))
 		} else {
 			m.lineNo++
 		}

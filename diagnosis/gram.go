@@ -38,9 +38,13 @@ const (
 )
 
 // gramFilter is a set of hashed grams. all means "pass every line" (a
-// live literal shorter than gramLen has no gram).
+// live literal shorter than gramLen has no gram). lead bounds where its
+// literals start: each one's chosen windows begin at most lead-1 bytes
+// into it, so that where the filter first hits a line, none of them
+// starts more than lead bytes before (from).
 type gramFilter struct {
 	all   bool
+	lead  int
 	words [1 << gramWordBits]uint32
 }
 
@@ -102,6 +106,12 @@ func (f *gramFilter) firstHit(b []byte) int {
 	}
 	return -1
 }
+
+// from returns where in a line the literals of f may start, given the
+// first window h of it in which f hits: none starts before, so the
+// automaton need not read the bytes before (it reads the line from there
+// in a fresh state and finds every literal that starts there or later).
+func (f *gramFilter) from(h int) int { return max(0, h-f.lead) }
 
 // has reports whether the three bits of gram x are set.
 func (f *gramFilter) has(x uint32) bool {
@@ -172,10 +182,10 @@ var gramRefLines = sync.OnceValue(func() map[string]uint64 {
 func newGramChooser() *gramChooser { return &gramChooser{in: gramRefLines()} }
 
 // choose returns two consecutive 4-byte windows of lit (len(lit) >=
-// gramLen+1) as little-endian uint32s; keep marks the reference lines
-// they let through as covered (false for a marker's literal, which leaves
-// the filter once seen).
-func (c *gramChooser) choose(lit string, keep bool) [2]uint32 {
+// gramLen+1) as little-endian uint32s, and where in lit the first one
+// starts; keep marks the reference lines they let through as covered
+// (false for a marker's literal, which leaves the filter once seen).
+func (c *gramChooser) choose(lit string, keep bool) (grams [2]uint32, at int) {
 	best, bestNew, bestN := 0, -1, -1
 	for i := 0; i+gramLen+1 <= len(lit); i++ {
 		lines := c.in[lit[i:i+gramLen]] | c.in[lit[i+1:i+1+gramLen]]
@@ -188,21 +198,33 @@ func (c *gramChooser) choose(lit string, keep bool) [2]uint32 {
 	if keep {
 		c.covered |= c.in[a] | c.in[b]
 	}
-	return [2]uint32{binary.LittleEndian.Uint32([]byte(a)), binary.LittleEndian.Uint32([]byte(b))}
+	return [2]uint32{binary.LittleEndian.Uint32([]byte(a)), binary.LittleEndian.Uint32([]byte(b))}, best
 }
 
-// patternGrams is the pair of grams of each of p's literals; ok is false
-// when a literal is shorter than gramLen+1 (the pattern cannot be
-// filtered).
-func (c *gramChooser) patternGrams(p *Pattern) (grams []uint32, ok bool) {
+// litGrams are the grams of a set of literals, two a literal, and their
+// lead: how far into its literal a pair may start, plus one (a literal at
+// s puts one of its pair at an even offset no later than s+lead).
+type litGrams struct {
+	grams []uint32
+	lead  int
+}
+
+func (g *litGrams) add(lit string, c *gramChooser, keep bool) {
+	pair, at := c.choose(lit, keep)
+	g.grams = append(g.grams, pair[0], pair[1])
+	g.lead = max(g.lead, at+1)
+}
+
+// patternGrams is the grams of p's literals; ok is false when a literal
+// is shorter than gramLen+1 (the pattern cannot be filtered).
+func (c *gramChooser) patternGrams(p *Pattern) (g litGrams, ok bool) {
 	for _, l := range p.Literals {
 		if len(l) < gramLen+1 {
-			return nil, false
+			return litGrams{}, false
 		}
-		g := c.choose(l, !p.Marker)
-		grams = append(grams, g[0], g[1])
+		g.add(l, c, !p.Marker)
 	}
-	return grams, true
+	return g, true
 }
 
 // buildGramFilter is the filter over the patterns for which live returns
@@ -216,24 +238,26 @@ func buildGramFilter(pats []*cpattern, live func(i int) bool) *gramFilter {
 		if !p.gramsOK {
 			return &gramFilter{all: true}
 		}
-		for _, g := range p.grams {
-			f.add(g)
-		}
+		f.addAll(p.grams)
 	}
-	for _, g := range summaryGrams() {
-		f.add(g)
-	}
+	f.addAll(summaryGrams())
 	return f
+}
+
+func (f *gramFilter) addAll(g litGrams) {
+	for _, x := range g.grams {
+		f.add(x)
+	}
+	f.lead = max(f.lead, g.lead)
 }
 
 // summaryGrams are the grams of summaryLits (torchrun.go), which every
 // filter passes.
-var summaryGrams = sync.OnceValue(func() []uint32 {
+var summaryGrams = sync.OnceValue(func() litGrams {
 	c := newGramChooser()
-	var gs []uint32
+	var g litGrams
 	for _, l := range summaryLits {
-		g := c.choose(l, true)
-		gs = append(gs, g[0], g[1])
+		g.add(l, c, true)
 	}
-	return gs
+	return g
 })
