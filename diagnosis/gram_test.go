@@ -100,7 +100,31 @@ func TestGramFilterSound(t *testing.T) {
 			cand := c.automaton().scan([]byte(l), stamp, uint32(i+1), nil)
 			if len(cand) > 0 {
 				require.True(t, c.filter.mayMatch([]byte(l)), "%s: %q has candidates %v but the filter rejects it", pc.name, l, cand)
+				from := c.filter.from(c.filter.firstHit([]byte(l)))
+				after := c.automaton().scan([]byte(l)[from:], stamp, uint32(len(all)+i+1), nil)
+				require.ElementsMatch(t, cand, after, "%s: %q read from byte %d", pc.name, l, from)
 			}
+		}
+	}
+}
+
+// TestGramFilterFrom: wherever a literal starts in a line, the filter's
+// first hit in the line is at most its lead after that start, so that the
+// automaton, reading from gramFilter.from, still finds it: every literal
+// of the catalog and of torchrun's summary, at every offset up to 17 of a
+// prefix that holds no gram.
+func TestGramFilterFrom(t *testing.T) {
+	c := DefaultCatalog()
+	lits := append([]string{}, summaryLits...)
+	for _, p := range c.pats {
+		lits = append(lits, p.Literals...)
+	}
+	for _, l := range lits {
+		for s := 0; s <= 17; s++ {
+			line := []byte(strings.Repeat("\x01", s) + l + "\n")
+			h := c.filter.firstHit(line)
+			require.GreaterOrEqual(t, h, 0, "%q at %d", l, s)
+			require.LessOrEqual(t, c.filter.from(h), s, "%q at %d: first hit at %d, lead %d", l, s, h, c.filter.lead)
 		}
 	}
 }
