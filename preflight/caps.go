@@ -408,11 +408,15 @@ func checkMemlock(s sysRoot, opts Options, c credFacts, p cmdPlan, kind Platform
 	}
 	res := Result{ID: IDMemlock, Status: v.status, Summary: v.summary, Fix: v.fix, Details: d}
 	if opts.Probe > 0 {
+		// What the probe gave is said in the summary too, so that doctor's
+		// table shows it ran, or why not.
 		switch {
 		case !s.live:
 			d["probe"] = "skipped: --root reads a snapshot, probes need the live system"
+			res.Summary += "; the probe was " + d["probe"].(string)
 		case opts.Prober == nil:
 			d["probe"] = "skipped: no prober was given"
+			res.Summary += "; the probe was " + d["probe"].(string)
 		default:
 			d["probe_bytes"] = opts.Probe
 			err := opts.Prober(opts.Probe)
@@ -427,6 +431,8 @@ func checkMemlock(s sysRoot, opts Options, c credFacts, p cmdPlan, kind Platform
 			} else if res.Status == Fail && opts.Probe >= min {
 				res.Status = Warn
 				res.Summary = fmt.Sprintf("Pinning %s under CMD's credentials worked although %s", units.FormatSize(opts.Probe), lowerFirst(v.summary))
+			} else {
+				res.Summary += fmt.Sprintf("; pinning %s with mlock(2) under CMD's credentials worked", units.FormatSize(opts.Probe))
 			}
 		}
 	}

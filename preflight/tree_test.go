@@ -354,6 +354,13 @@ func TestProbeResults(t *testing.T) {
 		assert.Equal(t, OK, m.Status)
 		assert.Contains(t, m.Details["probe"], "skipped")
 		assert.NotContains(t, m.Details, "probe_ok")
+		assert.Contains(t, m.Summary, "; the probe was skipped: --root reads a snapshot")
+	})
+	t.Run("live probe success says so", func(t *testing.T) {
+		r := Run(context.Background(), Options{Env: []string{}, Probe: 1 << 20, Prober: func(int64) error { return nil }})
+		m, _ := r.Check(IDMemlock)
+		assert.Equal(t, true, m.Details["probe_ok"])
+		assert.Contains(t, m.Summary, "; pinning 1 MiB with mlock(2) under CMD's credentials worked")
 	})
 	t.Run("live probe failure fails memlock", func(t *testing.T) {
 		r := Run(context.Background(), Options{Env: []string{}, Probe: 1 << 20, Prober: probeErr})

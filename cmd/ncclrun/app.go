@@ -224,12 +224,13 @@ func buildApp(e *env, only string) *cli.App {
 	app := &cli.App{
 		Name:  "ncclrun",
 		Usage: "check, fix and supervise a distributed GPU training command; explain NCCL failures",
-		UsageText: "ncclrun [flags] [--] CMD [ARGS...]\n" +
-			"ncclrun doctor [--json] [--probe SIZE] [--min-memlock SIZE]\n" +
+		UsageText: "ncclrun [flags] [--] CMD [ARGS...]     # same as: ncclrun run ...\n" +
+			"ncclrun doctor [--json] [--probe SIZE] [--root DIR]\n" +
 			"ncclrun explain [--json] [FILE|-]...\n" +
+			"ncclrun lint [--format text|json|sarif] [--fail-on LEVEL] [FILE|DIR|-]...\n" +
 			"ncclrun env [--format shell|json]\n" +
-			"ncclrun lint [--format text|json|sarif] [FILE|DIR|-]...\n" +
-			"ncclrun version",
+			"ncclrun snapshot [--output FILE.tar.gz|DIR|-]\n" +
+			"ncclrun version | demo",
 		HideVersion:    true,
 		Reader:         e.stdin,
 		Writer:         e.stdout,
@@ -254,7 +255,7 @@ func buildApp(e *env, only string) *cli.App {
 				Name:      "explain",
 				Usage:     "diagnose saved logs (stdin when no file; gzip read transparently)",
 				ArgsUsage: "[FILE|-]...",
-				Flags:     withGlobals("explain", &cli.BoolFlag{Name: flagJSON, Usage: "print {\"diagnoses\": [...]}", EnvVars: []string{envName(flagJSON)}}),
+				Flags:     withGlobals("explain", &cli.BoolFlag{Name: flagJSON, Usage: "print {\"diagnoses\": [...], \"first_failure\": ...} (docs/contract.md)", EnvVars: []string{envName(flagJSON)}}),
 				Action:    func(c *cli.Context) error { return cmdExplain(c, e) },
 			},
 			{

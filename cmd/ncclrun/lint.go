@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"io"
+	"os"
 
 	"github.com/urfave/cli/v2"
 
@@ -37,7 +39,13 @@ func cmdLint(c *cli.Context, e *env) error {
 	}
 	paths := c.Args().Slice()
 	if len(paths) == 0 {
-		return usagef("lint needs a FILE, DIR or - (stdin)")
+		// No FILE reads stdin, as explain does (`helm template . | ncclrun
+		// lint`), unless it is a terminal or a device: nobody types a
+		// manifest, and lint would wait for one.
+		if charDevice(e.stdin) {
+			return usagef("lint needs a FILE, DIR or -: stdin is not a pipe or a file")
+		}
+		paths = []string{"-"}
 	}
 	rep := lint.Paths(paths, e.stdin)
 	var err error
@@ -63,4 +71,15 @@ func cmdLint(c *cli.Context, e *env) error {
 		return exitWith(exitLintFinding)
 	}
 	return nil
+}
+
+// charDevice reports whether r is a terminal or another character device
+// (/dev/null): not a stream of manifests.
+func charDevice(r io.Reader) bool {
+	f, ok := r.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -48,20 +50,35 @@ func TestLintExitStatus(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &doc), r.stdout)
 	assert.Len(t, doc.Findings, 2, "the good input is still checked")
 
-	requireUsage(t, ncclrun(t, "lint"), "lint needs a FILE, DIR or -")
+	// No FILE: stdin, unless it is a terminal or a device.
+	null := exec.Command(bin, "lint")
+	null.Env = baseEnv(t)
+	var out, errb bytes.Buffer
+	null.Stdout, null.Stderr = &out, &errb
+	if f, err := os.Open(os.DevNull); assert.NoError(t, err) {
+		defer f.Close()
+		null.Stdin = f
+	}
+	err := null.Run()
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee)
+	requireUsage(t, result{code: ee.ExitCode(), stdout: out.String(), stderr: errb.String()}, "lint needs a FILE, DIR or -: stdin is not a pipe or a file")
 	requireUsage(t, ncclrun(t, "lint", "--format", "xml", "x.yaml"), `"xml" is not text, json or sarif`)
 }
 
-// TestLintStdin is `helm template ... | ncclrun lint -`.
+// TestLintStdin is `helm template ... | ncclrun lint -`, and the same
+// without the -.
 func TestLintStdin(t *testing.T) {
 	data, err := os.ReadFile(filepath.Join(lintData, "kinds", "multi-doc.yaml"))
 	require.NoError(t, err)
-	r := invocation{args: []string{"lint", "--format", "sarif", "-"}, stdin: string(data)}.run(t)
-	assert.Equal(t, 1, r.code, r.stderr)
-	var s map[string]any
-	require.NoError(t, json.Unmarshal([]byte(r.stdout), &s))
-	assert.Equal(t, "2.1.0", s["version"])
-	assert.Contains(t, r.stdout, `"uri": "<stdin>"`)
+	for _, args := range [][]string{{"lint", "--format", "sarif", "-"}, {"lint", "--format", "sarif"}} {
+		r := invocation{args: args, stdin: string(data)}.run(t)
+		assert.Equal(t, 1, r.code, r.stderr)
+		var s map[string]any
+		require.NoError(t, json.Unmarshal([]byte(r.stdout), &s))
+		assert.Equal(t, "2.1.0", s["version"])
+		assert.Contains(t, r.stdout, `"uri": "<stdin>"`)
+	}
 }
 
 // TestLintExamplesDir is `ncclrun lint examples/` as the docs show it.

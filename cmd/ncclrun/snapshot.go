@@ -21,7 +21,7 @@ const flagOutput = "output"
 // tree instead of the live system. The other global flags mean nothing here.
 func snapshotFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: flagOutput, Aliases: []string{"o"}, Usage: "`FILE.tar.gz`, FILE.tgz, - (stdout) or a new or empty DIR (default ncclrun-snapshot-HOST-DATE.tar.gz here)"},
+		&cli.StringFlag{Name: flagOutput, Aliases: []string{"o"}, Usage: "`FILE.tar.gz`, FILE.tgz, - (stdout) or a new or empty DIR (default ncclrun-snapshot-HOST-DATE.tar.gz here)", EnvVars: []string{envName("snapshot-output")}},
 		&cli.StringFlag{Name: flagRoot, Usage: "copy the tree under `DIR` instead of the live system", EnvVars: []string{envName(flagRoot)}},
 	}
 }

@@ -361,6 +361,12 @@ func TestSnapshotOutputs(t *testing.T) {
 		require.Equal(t, 0, r.code, "stderr: %q", r.stderr)
 		require.FileExists(t, filepath.Join(out, "sys/class/infiniband/mlx5_0/ports/1/state"))
 	})
+	t.Run("NCCLRUN_SNAPSHOT_OUTPUT", func(t *testing.T) {
+		out := filepath.Join(t.TempDir(), "node.tar.gz")
+		r := invocation{args: []string{"snapshot", "--root", src}, env: []string{"NCCLRUN_SNAPSHOT_OUTPUT=" + out}}.run(t)
+		require.Equal(t, 0, r.code, "stderr: %q", r.stderr)
+		require.FileExists(t, out)
+	})
 
 	base := t.TempDir()
 	full := filepath.Join(base, "full")
