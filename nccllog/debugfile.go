@@ -3,19 +3,29 @@ package nccllog
 import (
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"time"
 )
 
-// maxDebugFiles bounds how many NCCL_DEBUG_FILE files are read at exit.
-const maxDebugFiles = 4096
+// maxDebugFiles bounds how many NCCL_DEBUG_FILE files are read at exit,
+// and maxDebugEntries how many directory entries are looked at to find
+// them: a pattern with %p in several directories ("/%p/%p/%p") must not
+// walk the file system.
+const (
+	maxDebugFiles   = 4096
+	maxDebugEntries = 1 << 16
+)
 
 // DebugFiles returns the files NCCL wrote its log to, when
 // NCCL_DEBUG_FILE sends it away from stdout (docs/research/nccl-messages.md §7: %h is the
 // host name up to its first dot, %p the pid, %% a percent sign): the
 // pattern's matches that are regular files modified at or after since, at
-// most maxDebugFiles of them. NCCL's WARN lines never reach CMD's output
-// then, so these files are read after CMD exits (ExitFiles).
+// most maxDebugFiles of them, in name order. %p matches a pid (1 to 10
+// digits), in the file name or in a directory; at most maxDebugEntries
+// directory entries are read in all. NCCL's WARN lines never reach CMD's
+// output then, so these files are read after CMD exits (ExitFiles).
 func DebugFiles(pattern string, since time.Time) []string {
 	if pattern == "" {
 		return nil
@@ -24,47 +34,89 @@ func DebugFiles(pattern string, since time.Time) []string {
 	if i := strings.IndexByte(host, '.'); i >= 0 {
 		host = host[:i] // NCCL cuts the host name at the first dot
 	}
-	var g strings.Builder
-	for i := 0; i < len(pattern); i++ {
-		c := pattern[i]
-		if c == '%' && i+1 < len(pattern) {
-			switch pattern[i+1] {
+	dir, comps := "", strings.Split(pattern, "/")
+	if strings.HasPrefix(pattern, "/") {
+		dir, comps = "/", comps[1:]
+	}
+	w := debugWalk{since: since, budget: maxDebugEntries}
+	w.walk(dir, comps, host)
+	slices.Sort(w.files)
+	return w.files
+}
+
+// debugWalk expands a pattern one path component at a time.
+type debugWalk struct {
+	since  time.Time
+	budget int // directory entries left to read
+	files  []string
+}
+
+func (w *debugWalk) walk(dir string, comps []string, host string) {
+	for len(comps) > 0 && !strings.Contains(comps[0], "%p") {
+		dir = filepath.Join(dir, expandComponent(comps[0], host, ""))
+		comps = comps[1:]
+	}
+	if len(comps) == 0 {
+		w.keep(dir)
+		return
+	}
+	re := regexp.MustCompile("^" + expandComponent(comps[0], host, "[0-9]{1,10}") + "$")
+	d, err := os.Open(filepath.Join(dir, "."))
+	if err != nil {
+		return
+	}
+	defer d.Close()
+	for w.budget > 0 && len(w.files) < maxDebugFiles {
+		ents, err := d.ReadDir(min(w.budget, 1024))
+		w.budget -= len(ents)
+		for _, e := range ents {
+			if re.MatchString(e.Name()) {
+				w.walk(filepath.Join(dir, e.Name()), comps[1:], host)
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// keep adds path when it is a regular file modified since the start.
+func (w *debugWalk) keep(path string) {
+	if len(w.files) == maxDebugFiles {
+		return
+	}
+	if fi, err := os.Stat(path); err == nil && fi.Mode().IsRegular() && !fi.ModTime().Before(w.since) {
+		w.files = append(w.files, path)
+	}
+}
+
+// expandComponent is one path component of the pattern with %h, %% and
+// %p replaced: %p by pid (a regular expression, with the rest quoted for
+// it), or, when pid is "", the component is taken literally.
+func expandComponent(c, host, pid string) string {
+	quote := func(s string) string { return s }
+	if pid != "" {
+		quote = regexp.QuoteMeta
+	}
+	var b strings.Builder
+	for i := 0; i < len(c); i++ {
+		if c[i] == '%' && i+1 < len(c) {
+			switch c[i+1] {
 			case 'h':
-				g.WriteString(globEscape(host))
+				b.WriteString(quote(host))
 				i++
 				continue
 			case 'p':
-				g.WriteString("*")
+				b.WriteString(pid)
 				i++
 				continue
 			case '%':
-				g.WriteString("%")
+				b.WriteString(quote("%"))
 				i++
 				continue
 			}
 		}
-		g.WriteString(globEscape(string(c)))
+		b.WriteString(quote(c[i : i+1]))
 	}
-	matches, err := filepath.Glob(g.String())
-	if err != nil {
-		return nil
-	}
-	var files []string
-	for _, p := range matches {
-		fi, err := os.Stat(p)
-		if err != nil || !fi.Mode().IsRegular() || fi.ModTime().Before(since) {
-			continue
-		}
-		files = append(files, p)
-		if len(files) == maxDebugFiles {
-			break
-		}
-	}
-	return files
-}
-
-// globEscape quotes the characters filepath.Match treats as special.
-func globEscape(s string) string {
-	r := strings.NewReplacer(`\`, `\\`, `*`, `\*`, `?`, `\?`, `[`, `\[`)
-	return r.Replace(s)
+	return b.String()
 }
