@@ -458,3 +458,30 @@ func TestNCCLDebugFileIsDiagnosed(t *testing.T) {
 	require.Len(t, ds, 1, "the stale file from before the run is not read: %v", ds)
 	require.Contains(t, []string{"memlock", "memory-registration"}, ds[0].(map[string]any)["id"])
 }
+
+// A symbolic link at --report or --termination-log (/dev/stdout in a
+// container) is neither replaced nor written through: a warning line, the
+// link as it was, CMD's exit status.
+func TestReportAndTerminationLogLeaveASymlink(t *testing.T) {
+	dir := t.TempDir()
+	target := filepath.Join(dir, "target")
+	require.NoError(t, os.WriteFile(target, []byte("kept\n"), 0o644))
+	for _, tc := range []struct{ flag, warning string }{
+		{"--report", "ncclrun: warning: --report: "},
+		{"--termination-log", "ncclrun: warning: termination log: "},
+	} {
+		t.Run(tc.flag, func(t *testing.T) {
+			link := filepath.Join(t.TempDir(), "link")
+			require.NoError(t, os.Symlink(target, link))
+			r := ncclrun(t, "--quiet", tc.flag, link, "--", "sh", "-c", "exit 3")
+			require.Equal(t, 3, r.code, "stderr: %q", r.stderr)
+			require.Len(t, r.errLines(), 1, "stderr: %q", r.stderr)
+			require.Contains(t, r.stderr, tc.warning)
+			require.Contains(t, r.stderr, "a symbolic link, not a regular file")
+			dest, err := os.Readlink(link)
+			require.NoError(t, err, "still a symbolic link")
+			require.Equal(t, target, dest)
+			require.Equal(t, "kept\n", mustRead(t, target), "not written through")
+		})
+	}
+}
