@@ -81,6 +81,8 @@ func TestUsageErrorsExit2WithOneLine(t *testing.T) {
 		{[]string{"doctor", "--probe", "x"}, nil, "--probe"},
 		{[]string{"--drop-cap", "NOT_A_CAP", "true"}, nil, "NOT_A_CAP"},
 		{[]string{"--user", "a:b:c", "true"}, nil, "--user"},
+		{[]string{"--user", "4294967295", "--", "id"}, nil, "--user"},
+		{[]string{"--user", "0:4294967295", "--", "id"}, nil, "--user"},
 		{[]string{"--nccl-ib=maybe", "true"}, nil, "--nccl-ib"},
 		{[]string{"--kill-after", "soon", "true"}, nil, "kill-after"},
 		{[]string{"env", "--format", "yaml"}, nil, "--format"},
