@@ -43,23 +43,34 @@ func TestCommandNotFoundOrNotExecutable(t *testing.T) {
 	dir := t.TempDir()
 	noExec := filepath.Join(dir, "script.sh")
 	require.NoError(t, os.WriteFile(noExec, []byte("#!/bin/sh\necho hi\n"), 0o644))
+	noInterp := filepath.Join(dir, "no-interpreter")
+	require.NoError(t, os.WriteFile(noInterp, []byte("#!/nonexistent/interpreter\necho hi\n"), 0o755))
+	crlf := filepath.Join(dir, "crlf")
+	require.NoError(t, os.WriteFile(crlf, []byte("#!/bin/sh\r\necho hi\r\n"), 0o755))
+	const interp = "cannot execute: its interpreter (#! line) was not found"
 	for _, tc := range []struct {
 		name string
 		cmd  string
 		want int
+		say  string
 	}{
-		{"not on PATH", "ncclrun-no-such-command", ExitNotFound},
-		{"no such path", filepath.Join(dir, "missing"), ExitNotFound},
-		{"not executable", noExec, ExitNotExecutable},
-		{"a directory", dir, ExitNotExecutable},
+		{"not on PATH", "ncclrun-no-such-command", ExitNotFound, "command not found"},
+		{"no such path", filepath.Join(dir, "missing"), ExitNotFound, "command not found"},
+		{"not executable", noExec, ExitNotExecutable, "not executable"},
+		{"a directory", dir, ExitNotExecutable, "not executable"},
+		{"no #! interpreter", noInterp, ExitNotFound, interp},
+		{"#! line ending in CR", crlf, ExitNotFound, interp},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			r := ncclrun(t, "--quiet", "--", tc.cmd)
-			require.Equal(t, tc.want, r.code, "stderr: %q", r.stderr)
-			require.Len(t, r.errLines(), 1, "one line: %q", r.stderr)
-			require.True(t, strings.HasPrefix(r.stderr, "ncclrun: "), r.stderr)
-			require.Contains(t, r.stderr, tc.cmd)
-		})
+		for _, mode := range [][]string{nil, {"--no-watch"}, {"--drop-cap", "SYS_ADMIN"}} {
+			t.Run(tc.name+strings.Join(mode, " "), func(t *testing.T) {
+				r := ncclrun(t, append(append([]string{"--quiet"}, mode...), "--", tc.cmd)...)
+				require.Equal(t, tc.want, r.code, "stderr: %q", r.stderr)
+				require.Len(t, r.errLines(), 1, "one line: %q", r.stderr)
+				require.True(t, strings.HasPrefix(r.stderr, "ncclrun: "), r.stderr)
+				require.Contains(t, r.stderr, tc.cmd)
+				require.Contains(t, r.stderr, tc.say)
+			})
+		}
 	}
 }
 
