@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"sync"
 
@@ -337,7 +336,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	var out *checkedStdout
 	if only != "run" {
-		out = &checkedStdout{w: stdout, closed: stdout == io.Writer(os.Stdout) && stdoutClosed()}
+		out = &checkedStdout{w: stdout}
 		e.stdout = out
 	}
 	app := buildApp(e, only)
