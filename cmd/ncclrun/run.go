@@ -443,10 +443,7 @@ func writeFileJSON(path string, v any) error {
 	if err := writeJSON(&b, v); err != nil {
 		return fmt.Errorf("encode %q: %w", path, err)
 	}
-	if err := writeOwnFile(path, b.Bytes()); err != nil {
-		return fmt.Errorf("write %q: %w", path, err)
-	}
-	return nil
+	return writeOwnFile(path, b.Bytes()) // its errors name the path
 }
 
 // errLinkKept is why a report or termination log was not written: the path
