@@ -16,6 +16,10 @@ var (
 	ErrUnsupported = errors.New("launcher: supported on Linux only")
 	// ErrNotFound means the command does not exist (exit status 127).
 	ErrNotFound = errors.New("command not found")
+	// ErrNoInterpreter means the command exists but the interpreter its
+	// #! line names does not (exit status 127, as ErrNotFound, which it
+	// comes with).
+	ErrNoInterpreter = errors.New("cannot execute: its interpreter (#! line) was not found")
 	// ErrNotExecutable means the command exists but cannot be executed:
 	// no execute permission, a directory, a bad format (exit status 126).
 	ErrNotExecutable = errors.New("command not executable")
@@ -31,6 +35,17 @@ var (
 	// or a capability change is not permitted.
 	ErrCapability = errors.New("capability")
 )
+
+// noInterpreterError is execve's ENOENT for a command that exists: its
+// message is ErrNoInterpreter's alone, and it is ErrNotFound for the exit
+// status.
+type noInterpreterError struct{ errno error }
+
+func (e noInterpreterError) Error() string { return ErrNoInterpreter.Error() }
+
+func (e noInterpreterError) Unwrap() []error {
+	return []error{ErrNoInterpreter, ErrNotFound, e.errno}
+}
 
 // StartError is returned by Run and Exec when the command could not be
 // started: it was not found or is not executable. Err wraps ErrNotFound or

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"os/exec"
 	"syscall"
 	"testing"
@@ -38,3 +39,31 @@ type codeErr int
 
 func (c codeErr) Error() string { return fmt.Sprintf("code %d", int(c)) }
 func (c codeErr) ExitCode() int { return int(c) }
+
+// execve's ENOENT for a file that exists means its #! interpreter is
+// missing: still 127, but said as such, not "command not found".
+func TestExecErrorMissingInterpreter(t *testing.T) {
+	dir := t.TempDir()
+	script := dir + "/script"
+	assert.NoError(t, os.WriteFile(script, []byte("#!/nonexistent/sh\n"), 0o755))
+	for _, tc := range []struct {
+		name, resolved string
+		interp         bool
+	}{
+		{"the file exists", script, true},
+		{"the file is missing", dir + "/missing", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := execError("./x", tc.resolved, syscall.ENOENT)
+			assert.Equal(t, 127, StartStatus(err))
+			assert.ErrorIs(t, err, ErrNotFound)
+			assert.ErrorIs(t, err, syscall.ENOENT)
+			assert.Equal(t, tc.interp, errors.Is(err, ErrNoInterpreter))
+			if tc.interp {
+				assert.Equal(t, `"./x": cannot execute: its interpreter (#! line) was not found`, err.Error())
+			} else {
+				assert.Equal(t, `"./x": command not found: no such file or directory`, err.Error())
+			}
+		})
+	}
+}

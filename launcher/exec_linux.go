@@ -18,7 +18,7 @@ func Exec(cfg Config) error {
 		return err
 	}
 	if l.spec == nil && l.user == nil && l.sys.AmbientCaps == nil {
-		return execError(cfg.Path, syscall.Exec(l.path, l.argv, l.env))
+		return execError(cfg.Path, l.path, syscall.Exec(l.path, l.argv, l.env))
 	}
 	spec := l.spec
 	if spec == nil {

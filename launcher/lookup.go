@@ -85,10 +85,16 @@ func absentEntry(p string) bool {
 	}
 }
 
-// execError maps the errno of a failed execve to a *StartError: ENOENT
-// (also a missing #! interpreter) is "not found", everything else
-// (EACCES, ENOEXEC, EISDIR, ETXTBSY, EPERM, ...) "not executable".
-func execError(path string, err error) error {
+// execError maps the errno of a failed execve of resolved (path as
+// looked up) to a *StartError: ENOENT is "not found", everything else
+// (EACCES, ENOEXEC, EISDIR, ETXTBSY, EPERM, ...) "not executable". execve
+// also says ENOENT when the file is there but its #! interpreter is not
+// (or the line ends in CR); then resolved exists and the error says so
+// (ErrNoInterpreter), still 127 as in bash.
+func execError(path, resolved string, err error) error {
+	if errors.Is(err, syscall.ENOENT) && resolved != "" && !absentEntry(resolved) {
+		return &StartError{Path: path, Err: noInterpreterError{err}}
+	}
 	if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ENOTDIR) {
 		return &StartError{Path: path, Err: fmt.Errorf("%w: %w", ErrNotFound, err)}
 	}

@@ -24,6 +24,15 @@ type launch struct {
 	spec *trampolineSpec
 }
 
+// target is the command's own path as looked up: path, or the
+// trampoline's command when path is the trampoline.
+func (l *launch) target() string {
+	if l.spec != nil {
+		return l.spec.Path
+	}
+	return l.path
+}
+
 // plan resolves cfg into a launch. The command is looked up, the user
 // resolved and the capabilities checked here, in ncclrun, so that errors
 // are clear and come before anything is forked.

@@ -202,7 +202,7 @@ func (s *supervisor) run(l *launch) (Result, error) {
 		if errors.Is(err, syscall.EPERM) {
 			return Result{}, fmt.Errorf("start %q: %w", s.cfg.Path, err)
 		}
-		return Result{}, execError(s.cfg.Path, err)
+		return Result{}, execError(s.cfg.Path, l.target(), err)
 	}
 	s.pid = pid
 	if statusR != nil {
@@ -217,7 +217,7 @@ func (s *supervisor) run(l *launch) (Result, error) {
 			if err := json.Unmarshal(b, &f); err != nil {
 				return Result{}, fmt.Errorf("start %q: trampoline said %q", s.cfg.Path, b)
 			}
-			return Result{}, failureError(s.cfg.Path, f)
+			return Result{}, failureError(s.cfg.Path, l.target(), f)
 		}
 	}
 

@@ -173,7 +173,7 @@ func applyAndExec(spec trampolineSpec, env []string) error {
 		}
 	}
 	err = syscall.Exec(spec.Path, spec.Argv, env)
-	return execError(spec.Argv[0], err)
+	return execError(spec.Argv[0], spec.Path, err)
 }
 
 // switchUser sets groups, gid and uid of the calling thread only (raw
@@ -204,10 +204,10 @@ func switchUser(c User) error {
 }
 
 // failureError turns what a trampoline reported into Run's error.
-func failureError(path string, f trampolineFailure) error {
+func failureError(path, resolved string, f trampolineFailure) error {
 	errno := syscall.Errno(f.Errno)
 	if f.Stage == "exec" {
-		return execError(path, errno)
+		return execError(path, resolved, errno)
 	}
 	sentinel := ErrCapability
 	switch f.Stage {

@@ -195,6 +195,11 @@ func TestResolveUser(t *testing.T) {
 		{"root:", User{}, true},
 		{"ncclrun-no-such-user", User{}, true},
 		{"0:ncclrun-no-such-group", User{}, true},
+		{"4294967295", User{}, true},
+		{"4294967295:0", User{}, true},
+		{"0:4294967295", User{}, true},
+		{"root:4294967295", User{}, true},
+		{"4294967294:4294967294", User{UID: 4294967294, GID: 4294967294, Groups: []uint32{4294967294}}, false},
 	}
 	for _, tt := range tests {
 		got, err := ResolveUser(tt.spec)

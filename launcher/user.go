@@ -19,6 +19,11 @@ type User struct {
 	Groups []uint32
 }
 
+// noID is (uid_t)-1, which the set*id calls read as "leave this id
+// unchanged": it names no user or group, and a child asked to run as it
+// would fail only at exec, as a command that cannot be executed.
+const noID = ^uint32(0)
+
 // ResolveUser resolves a --user spec ("name", "uid", "name:group",
 // "uid:gid", "uid:group", "name:gid") through /etc/passwd and /etc/group
 // (os/user, which needs no cgo), as gosu and su-exec do. A numeric uid
@@ -52,14 +57,23 @@ func ResolveUser(spec string) (User, error) {
 		}
 		c.UID, c.GID = uint32(uid), uint32(gid)
 	}
+	if c.UID == noID {
+		return User{}, fmt.Errorf("%w %q: uid %d is (uid_t)-1, not a user", ErrUser, spec, noID)
+	}
 	if hasGroup {
 		gid, err := resolveGroup(group)
 		if err != nil {
 			return User{}, fmt.Errorf("%w %q: %w", ErrUser, spec, err)
 		}
+		if gid == noID {
+			return User{}, fmt.Errorf("%w %q: gid %d is (gid_t)-1, not a group", ErrUser, spec, noID)
+		}
 		c.GID = gid
 		c.Groups = []uint32{gid}
 		return c, nil
+	}
+	if c.GID == noID {
+		return User{}, fmt.Errorf("%w %q: gid %d is (gid_t)-1, not a group", ErrUser, spec, noID)
 	}
 	c.Groups = []uint32{}
 	if u != nil {

@@ -334,8 +334,18 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		// overlap the parsing of the flags as well as the preflight.
 		launcher.CatchSignals()
 	}
+	var out *checkedStdout
+	if only != "run" {
+		out = &checkedStdout{w: stdout}
+		e.stdout = out
+	}
 	app := buildApp(e, only)
 	err := app.RunContext(context.Background(), args)
+	if out != nil {
+		if code, failed := out.outputFailure(err, stderr); failed {
+			return code
+		}
+	}
 	return exitStatus(err, stderr)
 }
 

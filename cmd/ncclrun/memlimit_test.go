@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime/debug"
 	"strings"
 	"testing"
@@ -44,6 +45,28 @@ func TestMemoryLimit(t *testing.T) {
 			out, err := cmd.CombinedOutput()
 			require.NoError(t, err, "%s", out)
 			assert.Equal(t, fmt.Sprint(c.want), strings.TrimSpace(string(out)))
+		})
+	}
+}
+
+// TestMalformedMemoryLimit: the Go runtime parses GOMEMLIMIT before main,
+// so a value it cannot parse stops ncclrun with the runtime's own error
+// and status 2, before CMD starts; docs/cli.md says so, and which forms
+// are accepted.
+func TestMalformedMemoryLimit(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/cli.md")
+	require.NoError(t, err)
+	for _, w := range []string{"fatal error: malformed GOMEMLIMIT", "`KiB`, `MiB`, `GiB` or `TiB`", "exit status 2"} {
+		assert.Contains(t, strings.Join(strings.Fields(string(doc)), " "), w, "docs/cli.md")
+	}
+	for _, v := range []string{"64MB", "garbage"} {
+		t.Run(v, func(t *testing.T) {
+			started := filepath.Join(t.TempDir(), "started")
+			r := invocation{args: []string{"--quiet", "--", "touch", started},
+				env: []string{"GOMEMLIMIT=" + v}}.run(t)
+			assert.Equal(t, 2, r.code, "stderr: %q", r.stderr)
+			assert.Contains(t, r.stderr, "fatal error: malformed GOMEMLIMIT")
+			assert.NoFileExists(t, started, "CMD did not start")
 		})
 	}
 }

@@ -43,23 +43,34 @@ func TestCommandNotFoundOrNotExecutable(t *testing.T) {
 	dir := t.TempDir()
 	noExec := filepath.Join(dir, "script.sh")
 	require.NoError(t, os.WriteFile(noExec, []byte("#!/bin/sh\necho hi\n"), 0o644))
+	noInterp := filepath.Join(dir, "no-interpreter")
+	require.NoError(t, os.WriteFile(noInterp, []byte("#!/nonexistent/interpreter\necho hi\n"), 0o755))
+	crlf := filepath.Join(dir, "crlf")
+	require.NoError(t, os.WriteFile(crlf, []byte("#!/bin/sh\r\necho hi\r\n"), 0o755))
+	const interp = "cannot execute: its interpreter (#! line) was not found"
 	for _, tc := range []struct {
 		name string
 		cmd  string
 		want int
+		say  string
 	}{
-		{"not on PATH", "ncclrun-no-such-command", ExitNotFound},
-		{"no such path", filepath.Join(dir, "missing"), ExitNotFound},
-		{"not executable", noExec, ExitNotExecutable},
-		{"a directory", dir, ExitNotExecutable},
+		{"not on PATH", "ncclrun-no-such-command", ExitNotFound, "command not found"},
+		{"no such path", filepath.Join(dir, "missing"), ExitNotFound, "command not found"},
+		{"not executable", noExec, ExitNotExecutable, "not executable"},
+		{"a directory", dir, ExitNotExecutable, "not executable"},
+		{"no #! interpreter", noInterp, ExitNotFound, interp},
+		{"#! line ending in CR", crlf, ExitNotFound, interp},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			r := ncclrun(t, "--quiet", "--", tc.cmd)
-			require.Equal(t, tc.want, r.code, "stderr: %q", r.stderr)
-			require.Len(t, r.errLines(), 1, "one line: %q", r.stderr)
-			require.True(t, strings.HasPrefix(r.stderr, "ncclrun: "), r.stderr)
-			require.Contains(t, r.stderr, tc.cmd)
-		})
+		for _, mode := range [][]string{nil, {"--no-watch"}, {"--drop-cap", "SYS_ADMIN"}} {
+			t.Run(tc.name+strings.Join(mode, " "), func(t *testing.T) {
+				r := ncclrun(t, append(append([]string{"--quiet"}, mode...), "--", tc.cmd)...)
+				require.Equal(t, tc.want, r.code, "stderr: %q", r.stderr)
+				require.Len(t, r.errLines(), 1, "one line: %q", r.stderr)
+				require.True(t, strings.HasPrefix(r.stderr, "ncclrun: "), r.stderr)
+				require.Contains(t, r.stderr, tc.cmd)
+				require.Contains(t, r.stderr, tc.say)
+			})
+		}
 	}
 }
 
@@ -81,6 +92,8 @@ func TestUsageErrorsExit2WithOneLine(t *testing.T) {
 		{[]string{"doctor", "--probe", "x"}, nil, "--probe"},
 		{[]string{"--drop-cap", "NOT_A_CAP", "true"}, nil, "NOT_A_CAP"},
 		{[]string{"--user", "a:b:c", "true"}, nil, "--user"},
+		{[]string{"--user", "4294967295", "--", "id"}, nil, "--user"},
+		{[]string{"--user", "0:4294967295", "--", "id"}, nil, "--user"},
 		{[]string{"--nccl-ib=maybe", "true"}, nil, "--nccl-ib"},
 		{[]string{"--kill-after", "soon", "true"}, nil, "kill-after"},
 		{[]string{"env", "--format", "yaml"}, nil, "--format"},
@@ -457,4 +470,31 @@ func TestNCCLDebugFileIsDiagnosed(t *testing.T) {
 	ds := rep["diagnoses"].([]any)
 	require.Len(t, ds, 1, "the stale file from before the run is not read: %v", ds)
 	require.Contains(t, []string{"memlock", "memory-registration"}, ds[0].(map[string]any)["id"])
+}
+
+// A symbolic link at --report or --termination-log (/dev/stdout in a
+// container) is neither replaced nor written through: a warning line, the
+// link as it was, CMD's exit status.
+func TestReportAndTerminationLogLeaveASymlink(t *testing.T) {
+	dir := t.TempDir()
+	target := filepath.Join(dir, "target")
+	require.NoError(t, os.WriteFile(target, []byte("kept\n"), 0o644))
+	for _, tc := range []struct{ flag, warning string }{
+		{"--report", "ncclrun: warning: --report: "},
+		{"--termination-log", "ncclrun: warning: termination log: "},
+	} {
+		t.Run(tc.flag, func(t *testing.T) {
+			link := filepath.Join(t.TempDir(), "link")
+			require.NoError(t, os.Symlink(target, link))
+			r := ncclrun(t, "--quiet", tc.flag, link, "--", "sh", "-c", "exit 3")
+			require.Equal(t, 3, r.code, "stderr: %q", r.stderr)
+			require.Len(t, r.errLines(), 1, "stderr: %q", r.stderr)
+			require.Contains(t, r.stderr, tc.warning)
+			require.Contains(t, r.stderr, "a symbolic link, not a regular file")
+			dest, err := os.Readlink(link)
+			require.NoError(t, err, "still a symbolic link")
+			require.Equal(t, target, dest)
+			require.Equal(t, "kept\n", mustRead(t, target), "not written through")
+		})
+	}
 }

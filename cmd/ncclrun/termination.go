@@ -11,7 +11,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ncclrun/ncclrun/diagnosis"
-	"github.com/ncclrun/ncclrun/internal/safefile"
 	"github.com/ncclrun/ncclrun/nccllog"
 	"github.com/ncclrun/ncclrun/preflight"
 )
@@ -104,7 +103,7 @@ func (r *runEnd) finish(e *env, err error) {
 	if msg == "" {
 		return
 	}
-	if werr := safefile.WriteFile(path, []byte(msg), 0o644); werr != nil {
+	if werr := writeOwnFile(path, []byte(msg)); werr != nil {
 		fprintf(e.stderr, "ncclrun: warning: termination log: %v\n", werr)
 	}
 }
