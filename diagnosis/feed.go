@@ -10,8 +10,31 @@ import (
 )
 
 // MaxLine is the longest line the matcher looks at; longer lines are cut
-// (Feed) or cut and their rest skipped (Explain), never an error.
+// (shownPart), never an error.
 const MaxLine = 64 << 10
+
+// shownPart is what the matcher looks at of a line longer than MaxLine:
+// what a terminal shows of it, the text from its last '\r' on (a '\r' in
+// its line ending, or followed only by more of them, redraws nothing),
+// cut to its first MaxLine bytes. A progress bar's '\r' redraws, with no
+// newline between them and the NCCL line that follows (2>&1 into a log),
+// make one physical line of any length whose NCCL text is at its end.
+// The '\r' is kept so that the prefix parser reads the line as it reads
+// a shorter one with redraws (barTotal). It returns how many bytes of
+// line it dropped in front. A line of at most MaxLine bytes is returned
+// as it is, without looking at it.
+func shownPart(line []byte) (shown []byte, skipped int) {
+	if len(line) <= MaxLine {
+		return line, 0
+	}
+	if i := bytes.LastIndexByte(trimEOL(line), '\r'); i >= 0 {
+		line, skipped = line[i:], i
+	}
+	if len(line) > MaxLine {
+		line = line[:MaxLine]
+	}
+	return line, skipped
+}
 
 // Matcher watches lines of output and collects diagnoses. Feed and
 // FeedAll must be called from one goroutine at a time; Diagnoses may be
@@ -114,7 +137,11 @@ func (m *Matcher) FeedAll(line []byte) []Diagnosis { return m.feedAll(line, -1) 
 func (m *Matcher) feedAll(line []byte, from int) []Diagnosis {
 	m.lineNo++
 	if len(line) > MaxLine {
-		line = line[:MaxLine]
+		var skipped int
+		line, skipped = shownPart(line)
+		if from > 0 {
+			from = max(from-skipped, 0)
+		}
 	}
 	switch {
 	case m.nofilter:
@@ -389,7 +416,7 @@ func (p *cpattern) matches(line []byte, t *tailMemo) bool {
 
 // Explain reads a saved log (any bytes, any length) and returns its
 // diagnoses, ranked as Diagnoses does. Lines longer than MaxLine are cut
-// and their rest skipped. The only error is one from r (wrapped).
+// as Feed cuts them (shownPart). The only error is one from r (wrapped).
 func Explain(r io.Reader, f Facts) ([]Diagnosis, error) {
 	m := NewMatcher(f)
 	if err := FeedReader(m, r); err != nil {
@@ -400,19 +427,29 @@ func Explain(r io.Reader, f Facts) ([]Diagnosis, error) {
 
 // feedLineByLine is FeedReader as every line's FeedAll: the reference.
 func feedLineByLine(m *Matcher, r io.Reader) error {
-	br := bufio.NewReaderSize(r, MaxLine)
-	skipping := false
+	// One byte more than MaxLine: a full buffer is a line FeedAll cuts.
+	br := bufio.NewReaderSize(r, MaxLine+1)
+	var long shownLine
+	skipping := false // in a line longer than MaxLine: long keeps its shown part
 	for {
 		b, err := br.ReadSlice('\n')
-		if len(b) > 0 && !skipping {
+		switch {
+		case errors.Is(err, bufio.ErrBufferFull):
+			if !skipping {
+				long.reset()
+			}
+			long.add(b)
+			skipping = true
+			continue
+		case skipping:
+			long.add(bytes.TrimSuffix(b, newline))
+			m.Feed(long.buf)
+			skipping = false
+		case len(b) > 0:
 			m.Feed(b)
 		}
 		switch {
-		case errors.Is(err, bufio.ErrBufferFull):
-			skipping = true
-			continue
 		case err == nil:
-			skipping = false
 			continue
 		case errors.Is(err, io.EOF):
 			return nil
@@ -420,4 +457,41 @@ func feedLineByLine(m *Matcher, r io.Reader) error {
 			return fmt.Errorf("read log: %w", err)
 		}
 	}
+}
+
+// shownLine is shownPart of a line longer than MaxLine read a piece at a
+// time (FeedReader): the first MaxLine bytes of the last run of text
+// between '\r's, with the '\r' before it.
+type shownLine struct {
+	buf []byte // the shown part so far
+	cr  bool   // a '\r' came after buf's text: the next text replaces it
+}
+
+func (l *shownLine) reset() { l.buf, l.cr = l.buf[:0], false }
+
+// add takes the next piece of the line, without its newline.
+func (l *shownLine) add(p []byte) {
+	for {
+		i := bytes.IndexByte(p, '\r')
+		if i < 0 {
+			l.text(p)
+			return
+		}
+		l.text(p[:i])
+		l.cr, p = true, p[i+1:]
+	}
+}
+
+// text takes a run of the line without '\r'.
+func (l *shownLine) text(p []byte) {
+	if len(p) == 0 {
+		return // "\r\r" or a line's CRLF ending: nothing redrawn
+	}
+	if l.buf == nil {
+		l.buf = make([]byte, 0, MaxLine)
+	}
+	if l.cr {
+		l.buf, l.cr = append(l.buf[:0], '\r'), false
+	}
+	l.buf = append(l.buf, p[:min(len(p), MaxLine-len(l.buf))]...)
 }
