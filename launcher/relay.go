@@ -92,7 +92,11 @@ type lineSplitter struct {
 	t    *tap
 	s    Stream
 	part []byte // the line being written (what followed the last newline), at most MaxLine bytes
-	cut  bool   // part outgrew MaxLine: the rest of its line is not kept
+	// cut says the line outgrew MaxLine: part is then what a terminal
+	// shows of it (shownStart), the first MaxLine bytes of its last run
+	// of text between '\r's, with the '\r' before it; cr says a '\r'
+	// came after that run, so that the next text replaces it.
+	cut, cr bool
 }
 
 // add takes what the relay just read.
@@ -104,13 +108,14 @@ func (ls *lineSplitter) add(p []byte) {
 	}
 	lines := p[:j+1]
 	if ls.cut {
-		// The long line's first MaxLine bytes end here; what is left of
-		// it in p is dropped.
-		lines = lines[bytes.IndexByte(lines, '\n'):]
+		// The long line ends here.
+		i := bytes.IndexByte(lines, '\n')
+		ls.shown(lines[:i])
+		lines = lines[i:]
 	}
 	c := ls.t.chunk(ls.s, len(ls.part)+len(lines))
 	c.p = append(append(c.p, ls.part...), lines...)
-	ls.part, ls.cut = ls.part[:0], false
+	ls.part, ls.cut, ls.cr = ls.part[:0], false, false
 	ls.carry(p[j+1:])
 	ls.t.push(c)
 }
@@ -118,12 +123,45 @@ func (ls *lineSplitter) add(p []byte) {
 // carry adds p, which holds no newline, to the line being written.
 func (ls *lineSplitter) carry(p []byte) {
 	if ls.cut {
+		ls.shown(p)
 		return
 	}
-	if room := MaxLine - len(ls.part); len(p) > room {
-		p, ls.cut = p[:room], true
+	if len(p) <= MaxLine-len(ls.part) {
+		ls.part = append(ls.part, p...)
+		return
 	}
-	ls.part = append(ls.part, p...)
+	// Too long: from here on part keeps what a terminal shows of it,
+	// starting over with its own bytes (shown writes part at or before
+	// where it reads it).
+	old := ls.part
+	ls.part, ls.cut = ls.part[:0], true
+	ls.shown(old)
+	ls.shown(p)
+}
+
+// shown adds p, more of a line longer than MaxLine without its newline,
+// to what a terminal shows of it (part).
+func (ls *lineSplitter) shown(p []byte) {
+	for {
+		i := bytes.IndexByte(p, '\r')
+		if i < 0 {
+			ls.text(p)
+			return
+		}
+		ls.text(p[:i])
+		ls.cr, p = true, p[i+1:]
+	}
+}
+
+// text adds a run of a long line without '\r' (shown).
+func (ls *lineSplitter) text(p []byte) {
+	if len(p) == 0 {
+		return // "\r\r" or a CRLF ending: nothing redrawn
+	}
+	if ls.cr {
+		ls.part, ls.cr = append(ls.part[:0], '\r'), false
+	}
+	ls.part = append(ls.part, p[:min(len(p), MaxLine-len(ls.part))]...)
 }
 
 // finish queues a last line that had no newline.
@@ -275,8 +313,9 @@ func keepLines(p []byte, noise func([]byte) bool) (kept []byte, shed int) {
 	return p[:w], shed
 }
 
-// cutLong cuts each line of p longer than MaxLine to its first MaxLine
-// bytes (and its newline), in place. A read holds at most a few, and
+// cutLong cuts each line of p longer than MaxLine to what a terminal
+// shows of it (shownStart), at most MaxLine bytes, and its newline, in
+// place. A read holds at most a few, and
 // most hold none: p is looked at a window of MaxLine+1 bytes at a time
 // until one has no newline.
 func cutLong(p []byte) []byte {
@@ -295,7 +334,8 @@ func cutLong(p []byte) []byte {
 		i := bytes.IndexByte(p[r:], '\n')
 		end := r + i + 1
 		if i > MaxLine {
-			w += copy(p[w:], p[r:r+MaxLine])
+			s := r + shownStart(p[r:r+i])
+			w += copy(p[w:], p[s:min(s+MaxLine, r+i)])
 			p[w] = '\n'
 			w++
 		} else if w != r {
@@ -306,6 +346,20 @@ func cutLong(p []byte) []byte {
 		r = end
 	}
 	return p[:w]
+}
+
+// shownStart is where what a terminal shows of line (a line longer than
+// MaxLine, without its newline) starts: at its last '\r' (one followed
+// only by more of them, as in a CRLF ending, redraws nothing), 0 without
+// one. A progress bar's '\r' redraws with no newline before the NCCL line
+// that follows make one long line with NCCL's text at its end; the
+// matcher (diagnosis.MaxLine) keeps the same part, '\r' included.
+func shownStart(line []byte) int {
+	end := len(line)
+	for end > 0 && line[end-1] == '\r' {
+		end--
+	}
+	return max(bytes.LastIndexByte(line[:end], '\r'), 0)
 }
 
 // consume hands the queued chunks to the Tap, saying whether it is
