@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"sync"
+
+	"github.com/ncclrun/ncclrun/internal/shown"
 )
 
 // MaxLine is the longest line the matcher looks at; longer lines are cut
@@ -14,26 +16,18 @@ import (
 const MaxLine = 64 << 10
 
 // shownPart is what the matcher looks at of a line longer than MaxLine:
-// what a terminal shows of it, the text from its last '\r' on (a '\r' in
-// its line ending, or followed only by more of them, redraws nothing),
-// cut to its first MaxLine bytes. A progress bar's '\r' redraws, with no
-// newline between them and the NCCL line that follows (2>&1 into a log),
-// make one physical line of any length whose NCCL text is at its end.
-// The '\r' is kept so that the prefix parser reads the line as it reads
-// a shorter one with redraws (barTotal). It returns how many bytes of
-// line it dropped in front. A line of at most MaxLine bytes is returned
-// as it is, without looking at it.
-func shownPart(line []byte) (shown []byte, skipped int) {
+// what a terminal shows of it (internal/shown: the text from its last
+// '\r' on, where the NCCL line after a progress bar's redraws is), cut to
+// its first MaxLine bytes. It returns how many bytes of line it dropped
+// in front. A line of at most MaxLine bytes is returned as it is, without
+// looking at it.
+func shownPart(line []byte) (part []byte, skipped int) {
 	if len(line) <= MaxLine {
 		return line, 0
 	}
-	if i := bytes.LastIndexByte(trimEOL(line), '\r'); i >= 0 {
-		line, skipped = line[i:], i
-	}
-	if len(line) > MaxLine {
-		line = line[:MaxLine]
-	}
-	return line, skipped
+	skipped = shown.Start(bytes.TrimSuffix(line, newline))
+	line = line[skipped:]
+	return line[:min(len(line), MaxLine)], skipped
 }
 
 // Matcher watches lines of output and collects diagnoses. Feed and
@@ -429,21 +423,21 @@ func Explain(r io.Reader, f Facts) ([]Diagnosis, error) {
 func feedLineByLine(m *Matcher, r io.Reader) error {
 	// One byte more than MaxLine: a full buffer is a line FeedAll cuts.
 	br := bufio.NewReaderSize(r, MaxLine+1)
-	var long shownLine
+	long := shown.Line{Max: MaxLine}
 	skipping := false // in a line longer than MaxLine: long keeps its shown part
 	for {
 		b, err := br.ReadSlice('\n')
 		switch {
 		case errors.Is(err, bufio.ErrBufferFull):
 			if !skipping {
-				long.reset()
+				long.Reset(long.Buf)
 			}
-			long.add(b)
+			long.Add(b)
 			skipping = true
 			continue
 		case skipping:
-			long.add(bytes.TrimSuffix(b, newline))
-			m.Feed(long.buf)
+			long.Add(bytes.TrimSuffix(b, newline))
+			m.Feed(long.Buf)
 			skipping = false
 		case len(b) > 0:
 			m.Feed(b)
@@ -457,41 +451,4 @@ func feedLineByLine(m *Matcher, r io.Reader) error {
 			return fmt.Errorf("read log: %w", err)
 		}
 	}
-}
-
-// shownLine is shownPart of a line longer than MaxLine read a piece at a
-// time (FeedReader): the first MaxLine bytes of the last run of text
-// between '\r's, with the '\r' before it.
-type shownLine struct {
-	buf []byte // the shown part so far
-	cr  bool   // a '\r' came after buf's text: the next text replaces it
-}
-
-func (l *shownLine) reset() { l.buf, l.cr = l.buf[:0], false }
-
-// add takes the next piece of the line, without its newline.
-func (l *shownLine) add(p []byte) {
-	for {
-		i := bytes.IndexByte(p, '\r')
-		if i < 0 {
-			l.text(p)
-			return
-		}
-		l.text(p[:i])
-		l.cr, p = true, p[i+1:]
-	}
-}
-
-// text takes a run of the line without '\r'.
-func (l *shownLine) text(p []byte) {
-	if len(p) == 0 {
-		return // "\r\r" or a line's CRLF ending: nothing redrawn
-	}
-	if l.buf == nil {
-		l.buf = make([]byte, 0, MaxLine)
-	}
-	if l.cr {
-		l.buf, l.cr = append(l.buf[:0], '\r'), false
-	}
-	l.buf = append(l.buf, p[:min(len(p), MaxLine-len(l.buf))]...)
 }

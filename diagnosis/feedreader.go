@@ -7,6 +7,8 @@ import (
 	"io"
 	"runtime"
 	"sync/atomic"
+
+	"github.com/ncclrun/ncclrun/internal/shown"
 )
 
 // FeedReader feeds every line of r to m (lines over MaxLine cut as Feed
@@ -164,7 +166,7 @@ func readChunks(r io.Reader, next func() *feedJob, emit func(*feedJob)) error {
 	j := next()
 	n := 0
 	empty := 0 // reads in a row that returned nothing
-	var long shownLine
+	long := shown.Line{Max: MaxLine}
 	skipping := false // in a line longer than MaxLine: long keeps its shown part
 	for {
 		k, err := r.Read(j.buf[n:])
@@ -179,17 +181,17 @@ func readChunks(r io.Reader, next func() *feedJob, emit func(*feedJob)) error {
 		if skipping {
 			i := bytes.IndexByte(p, '\n')
 			if i < 0 {
-				long.add(p)
+				long.Add(p)
 				p = p[:0]
 			} else {
-				long.add(p[:i])
+				long.Add(p[:i])
 				p, skipping = p[i+1:], false
 			}
 			if !skipping || err != nil {
 				if j.headBuf == nil {
 					j.headBuf = make([]byte, 0, MaxLine)
 				}
-				j.head = append(j.headBuf[:0], long.buf...)
+				j.head = append(j.headBuf[:0], long.Buf...)
 				j.headBuf, skipping = j.head, false
 			}
 		}
@@ -198,8 +200,8 @@ func readChunks(r io.Reader, next func() *feedJob, emit func(*feedJob)) error {
 		rest := p[end:]
 		if len(rest) > MaxLine && err == nil {
 			// A line FeedAll cuts: what it shows is known at its end.
-			long.reset()
-			long.add(rest)
+			long.Reset(long.Buf)
+			long.Add(rest)
 			rest, skipping = rest[:0], true
 		} else if err != nil && len(rest) > 0 {
 			j.cut, _ = shownPart(rest)

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/ncclrun/ncclrun/internal/shown"
 )
 
 // tqdmWarn is an NCCL WARN line written right after a progress bar's
@@ -87,7 +89,7 @@ func (r *smallReads) Read(p []byte) (int, error) {
 
 // TestShownPart: a line over MaxLine is cut from its last '\r' (not one
 // of its ending), '\r' kept, to MaxLine bytes; a shorter line is left
-// alone; reading it a piece at a time (shownLine) keeps the same text.
+// alone; reading it a piece at a time (shown.Line) keeps the same text.
 func TestShownPart(t *testing.T) {
 	long := strings.Repeat("l", MaxLine+5)
 	for _, tc := range []struct{ in, want string }{
@@ -106,12 +108,12 @@ func TestShownPart(t *testing.T) {
 			continue
 		}
 		for _, step := range []int{1, 7, MaxLine} {
-			var l shownLine
+			l := shown.Line{Max: MaxLine}
 			in := strings.TrimSuffix(tc.in, "\n")
 			for p := in; len(p) > 0; p = p[min(step, len(p)):] {
-				l.add([]byte(p[:min(step, len(p))]))
+				l.Add([]byte(p[:min(step, len(p))]))
 			}
-			require.Equal(t, string(trimEOL([]byte(tc.want))), string(trimEOL(l.buf)), "step %d", step)
+			require.Equal(t, string(trimEOL([]byte(tc.want))), string(trimEOL(l.Buf)), "step %d", step)
 		}
 	}
 }

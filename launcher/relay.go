@@ -6,6 +6,8 @@ import (
 	"os"
 	"sync/atomic"
 	"time"
+
+	"github.com/ncclrun/ncclrun/internal/shown"
 )
 
 // relayReadSize is the size of one read from the child's output. A read
@@ -92,11 +94,10 @@ type lineSplitter struct {
 	t    *tap
 	s    Stream
 	part []byte // the line being written (what followed the last newline), at most MaxLine bytes
-	// cut says the line outgrew MaxLine: part is then what a terminal
-	// shows of it (shownStart), the first MaxLine bytes of its last run
-	// of text between '\r's, with the '\r' before it; cr says a '\r'
-	// came after that run, so that the next text replaces it.
-	cut, cr bool
+	// cut says the line outgrew MaxLine: long, in part's storage, is then
+	// what a terminal shows of it (internal/shown).
+	cut  bool
+	long shown.Line
 }
 
 // add takes what the relay just read.
@@ -110,12 +111,12 @@ func (ls *lineSplitter) add(p []byte) {
 	if ls.cut {
 		// The long line ends here.
 		i := bytes.IndexByte(lines, '\n')
-		ls.shown(lines[:i])
-		lines = lines[i:]
+		ls.long.Add(lines[:i])
+		ls.part, lines = ls.long.Buf, lines[i:]
 	}
 	c := ls.t.chunk(ls.s, len(ls.part)+len(lines))
 	c.p = append(append(c.p, ls.part...), lines...)
-	ls.part, ls.cut, ls.cr = ls.part[:0], false, false
+	ls.part, ls.cut = ls.part[:0], false
 	ls.carry(p[j+1:])
 	ls.t.push(c)
 }
@@ -123,49 +124,27 @@ func (ls *lineSplitter) add(p []byte) {
 // carry adds p, which holds no newline, to the line being written.
 func (ls *lineSplitter) carry(p []byte) {
 	if ls.cut {
-		ls.shown(p)
+		ls.long.Add(p)
 		return
 	}
 	if len(p) <= MaxLine-len(ls.part) {
 		ls.part = append(ls.part, p...)
 		return
 	}
-	// Too long: from here on part keeps what a terminal shows of it,
-	// starting over with its own bytes (shown writes part at or before
-	// where it reads it).
-	old := ls.part
-	ls.part, ls.cut = ls.part[:0], true
-	ls.shown(old)
-	ls.shown(p)
-}
-
-// shown adds p, more of a line longer than MaxLine without its newline,
-// to what a terminal shows of it (part).
-func (ls *lineSplitter) shown(p []byte) {
-	for {
-		i := bytes.IndexByte(p, '\r')
-		if i < 0 {
-			ls.text(p)
-			return
-		}
-		ls.text(p[:i])
-		ls.cr, p = true, p[i+1:]
-	}
-}
-
-// text adds a run of a long line without '\r' (shown).
-func (ls *lineSplitter) text(p []byte) {
-	if len(p) == 0 {
-		return // "\r\r" or a CRLF ending: nothing redrawn
-	}
-	if ls.cr {
-		ls.part, ls.cr = append(ls.part[:0], '\r'), false
-	}
-	ls.part = append(ls.part, p[:min(len(p), MaxLine-len(ls.part))]...)
+	// Too long: from here on long keeps what a terminal shows of it, in
+	// part's storage, starting over with part's own bytes.
+	ls.cut = true
+	ls.long = shown.Line{Max: MaxLine}
+	ls.long.Reset(ls.part)
+	ls.long.Add(ls.part)
+	ls.long.Add(p)
 }
 
 // finish queues a last line that had no newline.
 func (ls *lineSplitter) finish() {
+	if ls.cut {
+		ls.part = ls.long.Buf
+	}
 	if len(ls.part) > 0 || ls.cut {
 		c := ls.t.chunk(ls.s, len(ls.part)+1)
 		c.p = append(append(c.p, ls.part...), '\n')
@@ -314,7 +293,7 @@ func keepLines(p []byte, noise func([]byte) bool) (kept []byte, shed int) {
 }
 
 // cutLong cuts each line of p longer than MaxLine to what a terminal
-// shows of it (shownStart), at most MaxLine bytes, and its newline, in
+// shows of it (internal/shown), at most MaxLine bytes, and its newline, in
 // place. A read holds at most a few, and
 // most hold none: p is looked at a window of MaxLine+1 bytes at a time
 // until one has no newline.
@@ -334,7 +313,7 @@ func cutLong(p []byte) []byte {
 		i := bytes.IndexByte(p[r:], '\n')
 		end := r + i + 1
 		if i > MaxLine {
-			s := r + shownStart(p[r:r+i])
+			s := r + shown.Start(p[r:r+i])
 			w += copy(p[w:], p[s:min(s+MaxLine, r+i)])
 			p[w] = '\n'
 			w++
@@ -346,20 +325,6 @@ func cutLong(p []byte) []byte {
 		r = end
 	}
 	return p[:w]
-}
-
-// shownStart is where what a terminal shows of line (a line longer than
-// MaxLine, without its newline) starts: at its last '\r' (one followed
-// only by more of them, as in a CRLF ending, redraws nothing), 0 without
-// one. A progress bar's '\r' redraws with no newline before the NCCL line
-// that follows make one long line with NCCL's text at its end; the
-// matcher (diagnosis.MaxLine) keeps the same part, '\r' included.
-func shownStart(line []byte) int {
-	end := len(line)
-	for end > 0 && line[end-1] == '\r' {
-		end--
-	}
-	return max(bytes.LastIndexByte(line[:end], '\r'), 0)
 }
 
 // consume hands the queued chunks to the Tap, saying whether it is
