@@ -7,11 +7,28 @@ import (
 	"fmt"
 	"io"
 	"sync"
+
+	"github.com/ncclrun/ncclrun/internal/shown"
 )
 
 // MaxLine is the longest line the matcher looks at; longer lines are cut
-// (Feed) or cut and their rest skipped (Explain), never an error.
+// (shownPart), never an error.
 const MaxLine = 64 << 10
+
+// shownPart is what the matcher looks at of a line longer than MaxLine:
+// what a terminal shows of it (internal/shown: the text from its last
+// '\r' on, where the NCCL line after a progress bar's redraws is), cut to
+// its first MaxLine bytes. It returns how many bytes of line it dropped
+// in front. A line of at most MaxLine bytes is returned as it is, without
+// looking at it.
+func shownPart(line []byte) (part []byte, skipped int) {
+	if len(line) <= MaxLine {
+		return line, 0
+	}
+	skipped = shown.Start(bytes.TrimSuffix(line, newline))
+	line = line[skipped:]
+	return line[:min(len(line), MaxLine)], skipped
+}
 
 // Matcher watches lines of output and collects diagnoses. Feed and
 // FeedAll must be called from one goroutine at a time; Diagnoses may be
@@ -114,7 +131,11 @@ func (m *Matcher) FeedAll(line []byte) []Diagnosis { return m.feedAll(line, -1) 
 func (m *Matcher) feedAll(line []byte, from int) []Diagnosis {
 	m.lineNo++
 	if len(line) > MaxLine {
-		line = line[:MaxLine]
+		var skipped int
+		line, skipped = shownPart(line)
+		if from > 0 {
+			from = max(from-skipped, 0)
+		}
 	}
 	switch {
 	case m.nofilter:
@@ -389,7 +410,7 @@ func (p *cpattern) matches(line []byte, t *tailMemo) bool {
 
 // Explain reads a saved log (any bytes, any length) and returns its
 // diagnoses, ranked as Diagnoses does. Lines longer than MaxLine are cut
-// and their rest skipped. The only error is one from r (wrapped).
+// as Feed cuts them (shownPart). The only error is one from r (wrapped).
 func Explain(r io.Reader, f Facts) ([]Diagnosis, error) {
 	m := NewMatcher(f)
 	if err := FeedReader(m, r); err != nil {
@@ -400,19 +421,29 @@ func Explain(r io.Reader, f Facts) ([]Diagnosis, error) {
 
 // feedLineByLine is FeedReader as every line's FeedAll: the reference.
 func feedLineByLine(m *Matcher, r io.Reader) error {
-	br := bufio.NewReaderSize(r, MaxLine)
-	skipping := false
+	// One byte more than MaxLine: a full buffer is a line FeedAll cuts.
+	br := bufio.NewReaderSize(r, MaxLine+1)
+	long := shown.Line{Max: MaxLine}
+	skipping := false // in a line longer than MaxLine: long keeps its shown part
 	for {
 		b, err := br.ReadSlice('\n')
-		if len(b) > 0 && !skipping {
+		switch {
+		case errors.Is(err, bufio.ErrBufferFull):
+			if !skipping {
+				long.Reset(long.Buf)
+			}
+			long.Add(b)
+			skipping = true
+			continue
+		case skipping:
+			long.Add(bytes.TrimSuffix(b, newline))
+			m.Feed(long.Buf)
+			skipping = false
+		case len(b) > 0:
 			m.Feed(b)
 		}
 		switch {
-		case errors.Is(err, bufio.ErrBufferFull):
-			skipping = true
-			continue
 		case err == nil:
-			skipping = false
 			continue
 		case errors.Is(err, io.EOF):
 			return nil

@@ -7,10 +7,12 @@ import (
 	"io"
 	"runtime"
 	"sync/atomic"
+
+	"github.com/ncclrun/ncclrun/internal/shown"
 )
 
-// FeedReader feeds every line of r to m (lines over MaxLine cut, the rest
-// of such a line skipped). It returns r's error other than io.EOF, wrapped.
+// FeedReader feeds every line of r to m (lines over MaxLine cut as Feed
+// cuts them, shownPart). It returns r's error other than io.EOF, wrapped.
 //
 // It reads r in chunks and runs m's gram filter over each whole chunk of
 // complete lines, not line by line: a window in which a gram occurs
@@ -54,8 +56,12 @@ const feedWorkers = 3
 type feedJob struct {
 	buf   []byte // the read buffer: lines (and cut) lie in it
 	lines []byte // complete lines, each ending in '\n'
-	// cut is one line fed after lines, as it is: the first MaxLine bytes
-	// of a longer line, or the input's last line when it has no newline.
+	// head is one line fed before lines: the shown part (shownPart) of a
+	// line longer than MaxLine that ended in this read, in headBuf (a
+	// job is fed after the reader has moved on).
+	head, headBuf []byte
+	// cut is one line fed after lines, as it is: the input's last line
+	// when it has no newline, cut by shownPart.
 	cut []byte
 	err error // the error that ended the input (io.EOF too), after this job
 
@@ -107,8 +113,11 @@ func hitLines(b []byte, filter func() *gramFilter, hit func(before, start, end, 
 // currentFilter is m's filter as it is now (hitLines's argument).
 func (m *Matcher) currentFilter() *gramFilter { return m.filter }
 
-// feedScanned feeds what scan found in j, then j's cut line.
+// feedScanned feeds j's head line, what scan found in j, then j's cut line.
 func (m *Matcher) feedScanned(j *feedJob) {
+	if j.head != nil {
+		m.Feed(j.head)
+	}
 	for _, h := range j.hits {
 		m.lineNo += h.before
 		m.feedAll(j.lines[h.start:h.end], h.from)
@@ -127,6 +136,9 @@ func feedChunks(m *Matcher, r io.Reader, workers int) error {
 		jobs := [2]*feedJob{newFeedJob(), newFeedJob()}
 		k := 0
 		err = readChunks(r, func() *feedJob { k ^= 1; return jobs[k] }, func(j *feedJob) {
+			if j.head != nil {
+				m.Feed(j.head)
+			}
 			m.feedLines(j.lines)
 			if j.cut != nil {
 				m.Feed(j.cut)
@@ -153,8 +165,9 @@ func newFeedJob() *feedJob {
 func readChunks(r io.Reader, next func() *feedJob, emit func(*feedJob)) error {
 	j := next()
 	n := 0
-	skipping := false // in the rest of a line longer than MaxLine
-	empty := 0        // reads in a row that returned nothing
+	empty := 0 // reads in a row that returned nothing
+	long := shown.Line{Max: MaxLine}
+	skipping := false // in a line longer than MaxLine: long keeps its shown part
 	for {
 		k, err := r.Read(j.buf[n:])
 		n += k
@@ -164,23 +177,37 @@ func readChunks(r io.Reader, next func() *feedJob, emit func(*feedJob)) error {
 			err = io.ErrNoProgress // as bufio's reader does
 		}
 		p := j.buf[:n]
+		j.head = nil
 		if skipping {
 			i := bytes.IndexByte(p, '\n')
 			if i < 0 {
+				long.Add(p)
 				p = p[:0]
 			} else {
+				long.Add(p[:i])
 				p, skipping = p[i+1:], false
+			}
+			if !skipping || err != nil {
+				if j.headBuf == nil {
+					j.headBuf = make([]byte, 0, MaxLine)
+				}
+				j.head = append(j.headBuf[:0], long.Buf...)
+				j.headBuf, skipping = j.head, false
 			}
 		}
 		end := bytes.LastIndexByte(p, '\n') + 1
 		j.lines, j.cut, j.err = p[:end], nil, err
 		rest := p[end:]
-		if len(rest) >= MaxLine {
-			j.cut, rest, skipping = rest[:MaxLine], rest[:0], true
+		if len(rest) > MaxLine && err == nil {
+			// A line FeedAll cuts: what it shows is known at its end.
+			long.Reset(long.Buf)
+			long.Add(rest)
+			rest, skipping = rest[:0], true
 		} else if err != nil && len(rest) > 0 {
-			j.cut, rest = rest, rest[:0]
+			j.cut, _ = shownPart(rest)
+			rest = rest[:0]
 		}
-		if end == 0 && j.cut == nil && err == nil {
+		if end == 0 && j.cut == nil && j.head == nil && err == nil {
 			n = copy(j.buf, rest) // no complete line yet: read on
 			continue
 		}

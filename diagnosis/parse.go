@@ -80,6 +80,13 @@ func parseLineRe(line []byte) Line {
 		if m[2] >= 0 {
 			l.Time = string(line[m[2]:m[3]])
 		}
+		if m[2] < 0 {
+			// No timestamp: the host starts the prefix, and may be glued
+			// to a progress bar.
+			if n := barTotal(line, m[4], m[5]); n > 0 {
+				l.Start, m[4] = m[4]+n, m[4]+n
+			}
+		}
 		l.Host = string(line[m[4]:m[5]])
 		if m[6] >= 0 {
 			l.PID, _ = strconv.Atoi(string(line[m[6]:m[7]]))
@@ -107,6 +114,29 @@ func parseLineRe(line []byte) Line {
 	}
 	return l
 }
+
+// barTotal is how many bytes at the start of the host line[h:e] are the
+// total of a progress bar's "n/total" that NCCL's line was written right
+// after: tqdm redraws its bar with '\r' and no newline, so
+// "\r 10%|##  | 2600/5000node-a:1234:1300 [0] ..." is host node-a (a
+// '\r' before the host, digits after "n/", then a letter: a host that
+// starts with digits keeps them elsewhere).
+func barTotal(line []byte, h, e int) int {
+	if h < 2 || line[h-1] != '/' || !isDigit(line[h-2]) {
+		return 0
+	}
+	k := h
+	for k < e && isDigit(line[k]) {
+		k++
+	}
+	if k == h || k == e || !isLetter(line[k]) || bytes.IndexByte(line[:h], '\r') < 0 {
+		return 0
+	}
+	return k - h
+}
+
+func isDigit(c byte) bool  { return '0' <= c && c <= '9' }
+func isLetter(c byte) bool { return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' }
 
 // plausiblePrefix rejects a pre-2.3 style match ("word [n] ... WARN")
 // without pid whose level is not preceded by "NCCL " and has no file:line

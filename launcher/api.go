@@ -27,7 +27,8 @@ const (
 type Tap interface {
 	// Lines takes lines of stream s, each ending in a newline (a last
 	// line without one is given one), each at most MaxLine bytes before
-	// its newline (a longer line is cut, in the tap's copy only). When
+	// its newline (a longer line is cut to what a terminal shows of it,
+	// the text from its last '\r', in the tap's copy only). When
 	// behind is true the Tap is behind the output: Lines may skip the
 	// lines Noise calls noise instead of diagnosing them, and returns how
 	// many it skipped. It is called from one goroutine at a time and must

@@ -6,6 +6,8 @@ import (
 	"os"
 	"sync/atomic"
 	"time"
+
+	"github.com/ncclrun/ncclrun/internal/shown"
 )
 
 // relayReadSize is the size of one read from the child's output. A read
@@ -92,7 +94,10 @@ type lineSplitter struct {
 	t    *tap
 	s    Stream
 	part []byte // the line being written (what followed the last newline), at most MaxLine bytes
-	cut  bool   // part outgrew MaxLine: the rest of its line is not kept
+	// cut says the line outgrew MaxLine: long, in part's storage, is then
+	// what a terminal shows of it (internal/shown).
+	cut  bool
+	long shown.Line
 }
 
 // add takes what the relay just read.
@@ -104,9 +109,10 @@ func (ls *lineSplitter) add(p []byte) {
 	}
 	lines := p[:j+1]
 	if ls.cut {
-		// The long line's first MaxLine bytes end here; what is left of
-		// it in p is dropped.
-		lines = lines[bytes.IndexByte(lines, '\n'):]
+		// The long line ends here.
+		i := bytes.IndexByte(lines, '\n')
+		ls.long.Add(lines[:i])
+		ls.part, lines = ls.long.Buf, lines[i:]
 	}
 	c := ls.t.chunk(ls.s, len(ls.part)+len(lines))
 	c.p = append(append(c.p, ls.part...), lines...)
@@ -118,16 +124,27 @@ func (ls *lineSplitter) add(p []byte) {
 // carry adds p, which holds no newline, to the line being written.
 func (ls *lineSplitter) carry(p []byte) {
 	if ls.cut {
+		ls.long.Add(p)
 		return
 	}
-	if room := MaxLine - len(ls.part); len(p) > room {
-		p, ls.cut = p[:room], true
+	if len(p) <= MaxLine-len(ls.part) {
+		ls.part = append(ls.part, p...)
+		return
 	}
-	ls.part = append(ls.part, p...)
+	// Too long: from here on long keeps what a terminal shows of it, in
+	// part's storage, starting over with part's own bytes.
+	ls.cut = true
+	ls.long = shown.Line{Max: MaxLine}
+	ls.long.Reset(ls.part)
+	ls.long.Add(ls.part)
+	ls.long.Add(p)
 }
 
 // finish queues a last line that had no newline.
 func (ls *lineSplitter) finish() {
+	if ls.cut {
+		ls.part = ls.long.Buf
+	}
 	if len(ls.part) > 0 || ls.cut {
 		c := ls.t.chunk(ls.s, len(ls.part)+1)
 		c.p = append(append(c.p, ls.part...), '\n')
@@ -275,8 +292,9 @@ func keepLines(p []byte, noise func([]byte) bool) (kept []byte, shed int) {
 	return p[:w], shed
 }
 
-// cutLong cuts each line of p longer than MaxLine to its first MaxLine
-// bytes (and its newline), in place. A read holds at most a few, and
+// cutLong cuts each line of p longer than MaxLine to what a terminal
+// shows of it (internal/shown), at most MaxLine bytes, and its newline, in
+// place. A read holds at most a few, and
 // most hold none: p is looked at a window of MaxLine+1 bytes at a time
 // until one has no newline.
 func cutLong(p []byte) []byte {
@@ -295,7 +313,8 @@ func cutLong(p []byte) []byte {
 		i := bytes.IndexByte(p[r:], '\n')
 		end := r + i + 1
 		if i > MaxLine {
-			w += copy(p[w:], p[r:r+MaxLine])
+			s := r + shown.Start(p[r:r+i])
+			w += copy(p[w:], p[s:min(s+MaxLine, r+i)])
 			p[w] = '\n'
 			w++
 		} else if w != r {

@@ -281,11 +281,13 @@ func tapLines(t *testing.T, chunks []string) []string {
 
 // TestTapLines: what the relay reads is cut into lines for the tap as it
 // arrives, whatever the reads' boundaries; a line over MaxLine reaches
-// the tap cut to its first MaxLine bytes.
+// the tap cut to what a terminal shows of it: from its last '\r', at most
+// MaxLine bytes.
 func TestTapLines(t *testing.T) {
 	long := strings.Repeat("y", MaxLine+10)
 	exact := strings.Repeat("e", MaxLine)
 	huge := strings.Repeat("h", 3*relayReadSize+7)
+	bars := strings.Repeat("\r 10%|####  | 7/5000", MaxLine/20+1)
 	tests := []struct {
 		name   string
 		chunks []string
@@ -305,6 +307,11 @@ func TestTapLines(t *testing.T) {
 		{"exactly MaxLine not cut", []string{exact, "\n"}, []string{exact}},
 		{"exactly MaxLine in one read", []string{exact + "\n"}, []string{exact}},
 		{"two long lines in one read", []string{long + "\n" + long + "\n"}, []string{long[:MaxLine], long[:MaxLine]}},
+		{"long redraws keep the last", []string{bars + "\rnccl\n"}, []string{"\rnccl"}},
+		{"long redraws over reads", []string{bars[:100], bars[100:], "\rnccl\r\n"}, []string{"\rnccl"}},
+		{"long redraws, long last run", []string{bars + "\r" + long + "\n"}, []string{"\r" + long[:MaxLine-1]}},
+		{"long redraws, CRLF ending", []string{long + "\r\r\n"}, []string{long[:MaxLine]}},
+		{"long redraws without newline at the end", []string{bars[:7], bars[7:] + "\rnccl"}, []string{"\rnccl"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -455,12 +462,14 @@ func TestRelayEveryByte(t *testing.T) {
 	}
 }
 
-// TestCutLong: a line over MaxLine is cut to MaxLine bytes wherever it
-// lies among short ones; the others stay as they are.
+// TestCutLong: a line over MaxLine is cut to MaxLine bytes from its last
+// '\r' (not one of its ending) wherever it lies among short ones; the
+// others stay as they are.
 func TestCutLong(t *testing.T) {
 	long := strings.Repeat("l", MaxLine+5)
 	exact := strings.Repeat("e", MaxLine)
 	short := strings.Repeat("s\n", MaxLine)
+	bars := strings.Repeat("\r 10%|####  | 7/5000", MaxLine/20+1)
 	for _, tc := range []struct{ in, want string }{
 		{"", ""},
 		{"a\nb\n", "a\nb\n"},
@@ -469,6 +478,9 @@ func TestCutLong(t *testing.T) {
 		{long + "\n", long[:MaxLine] + "\n"},
 		{short + long + "\nz\n", short + long[:MaxLine] + "\nz\n"},
 		{"a\n" + long + "\n" + long + "\n", "a\n" + long[:MaxLine] + "\n" + long[:MaxLine] + "\n"},
+		{"a\n" + bars + "\rnccl\r\nz\n", "a\n\rnccl\r\nz\n"},
+		{bars + "\r" + long + "\n", "\r" + long[:MaxLine-1] + "\n"},
+		{long + "\r\r\n", long[:MaxLine] + "\n"},
 	} {
 		got := cutLong([]byte(tc.in))
 		assert.Equal(t, len(tc.want), len(got))
