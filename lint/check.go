@@ -134,6 +134,9 @@ func parse(name string, data []byte) (docs []*yaml.Node, err error) {
 		if len(doc.Content) == 0 {
 			continue
 		}
+		if bomb, limit := aliasBomb(doc.Content[0]); bomb {
+			return nil, inputErrorf("%s: not read: the document at line %d expands through its aliases to more than %d nodes", name, doc.Content[0].Line, limit)
+		}
 		top := deref(doc.Content[0])
 		if top != nil && top.Kind == yaml.SequenceNode {
 			for _, it := range items(top) {
