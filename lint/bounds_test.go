@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -67,4 +68,28 @@ services:
 	rep, err = CheckBytes("pod.yaml", []byte(pod))
 	require.NoError(t, err)
 	assert.Len(t, rep.Containers, 1000)
+}
+
+// TestSymlinkedManifests: in a directory, a symlink to a regular manifest
+// is read (once, however many names reach the file); one to a directory
+// is not followed, nor a FIFO; a manifest's link that does not resolve is
+// an error.
+func TestSymlinkedManifests(t *testing.T) {
+	root := t.TempDir()
+	trap, err := os.ReadFile("testdata/rules/trap.yaml")
+	require.NoError(t, err)
+	writeFile(t, filepath.Join(root, "data", "pod.yaml"), string(trap))
+	dir := filepath.Join(root, "mount")
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	require.NoError(t, os.Symlink("../data/pod.yaml", filepath.Join(dir, "pod.yaml")))
+	require.NoError(t, os.Symlink("../data/pod.yaml", filepath.Join(dir, "same.yaml")))
+	require.NoError(t, os.Symlink("..", filepath.Join(dir, "loop.yaml")))
+	require.NoError(t, os.Symlink("missing.yaml", filepath.Join(dir, "gone.yaml")))
+	require.NoError(t, syscall.Mkfifo(filepath.Join(dir, "fifo.yaml"), 0o644))
+	require.NoError(t, os.Symlink("fifo.yaml", filepath.Join(dir, "to-fifo.yaml")))
+	rep := Paths([]string{dir}, nil)
+	require.Len(t, rep.Errors, 1)
+	assert.Equal(t, filepath.Join(dir, "gone.yaml")+": no such file or directory", rep.Errors[0].Error())
+	require.Len(t, rep.Containers, 1)
+	assert.Equal(t, filepath.Join(dir, "pod.yaml"), rep.Findings[0].File)
 }

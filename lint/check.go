@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -209,7 +210,8 @@ func anyMapping(docs []*yaml.Node) bool {
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
 // Paths checks files, directories (recursively: *.yaml, *.yml, *.json, in
-// name order) and "-" (stdin, named "<stdin>"), each input once, in order.
+// name order, symlinks to regular files followed, each file once) and "-"
+// (stdin, named "<stdin>"), each input once, in order.
 func Paths(paths []string, stdin io.Reader) Report {
 	var errs []error
 	var ins []input
@@ -240,24 +242,8 @@ func Paths(paths []string, stdin io.Reader) Report {
 			merge(p, data, err)
 			continue
 		}
-		var files []string
-		err = filepath.WalkDir(p, func(fp string, d fs.DirEntry, err error) error {
-			if err != nil {
-				errs = append(errs, inputErrorf("%s: %s", fp, reason(err)))
-				return nil
-			}
-			if d.Type().IsRegular() {
-				switch strings.ToLower(filepath.Ext(fp)) {
-				case ".yaml", ".yml", ".json":
-					files = append(files, fp)
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			errs = append(errs, inputErrorf("%s: %s", p, reason(err)))
-		}
-		sort.Strings(files)
+		files, werrs := manifests(p)
+		errs = append(errs, werrs...)
 		for _, f := range files {
 			data, err := readFile(f)
 			merge(f, data, err)
@@ -275,6 +261,66 @@ func readFile(p string) ([]byte, error) {
 	}
 	defer f.Close()
 	return read(p, f)
+}
+
+// manifests lists the manifests of directory dir, recursively, in name
+// order: regular files and symlinks to regular files (a ConfigMap volume,
+// a repository of links) named *.yaml, *.yml or *.json. A symlink to a
+// directory is not followed (it may loop), nor one to a FIFO, a device or
+// anything else that is not a regular file; a file reached under two names
+// is read once, under the first. A manifest's link that does not resolve is
+// an error.
+func manifests(dir string) (files []string, errs []error) {
+	err := filepath.WalkDir(dir, func(fp string, d fs.DirEntry, err error) error {
+		if err != nil {
+			errs = append(errs, inputErrorf("%s: %s", fp, reason(err)))
+			return nil
+		}
+		switch strings.ToLower(filepath.Ext(fp)) {
+		case ".yaml", ".yml", ".json":
+		default:
+			return nil
+		}
+		switch {
+		case d.Type().IsRegular():
+			files = append(files, fp)
+		case d.Type()&fs.ModeSymlink != 0:
+			fi, err := os.Stat(fp)
+			switch {
+			case err != nil:
+				errs = append(errs, inputErrorf("%s: %s", fp, reason(err)))
+			case fi.Mode().IsRegular():
+				files = append(files, fp)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		errs = append(errs, inputErrorf("%s: %s", dir, reason(err)))
+	}
+	sort.Strings(files)
+	return once(files), errs
+}
+
+// once drops the names of a file already listed under an earlier name
+// (a symlink and its target in the same tree).
+func once(files []string) []string {
+	type id struct{ dev, ino uint64 }
+	seen := map[id]bool{}
+	out := files[:0]
+	for _, f := range files {
+		if fi, err := os.Stat(f); err == nil {
+			if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+				k := id{uint64(st.Dev), st.Ino}
+				if seen[k] {
+					continue
+				}
+				seen[k] = true
+			}
+		}
+		out = append(out, f)
+	}
+	return out
 }
 
 // reason is err's cause without the path os already put in it.
