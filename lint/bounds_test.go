@@ -1,6 +1,7 @@
 package lint
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
@@ -92,4 +93,39 @@ func TestSymlinkedManifests(t *testing.T) {
 	assert.Equal(t, filepath.Join(dir, "gone.yaml")+": no such file or directory", rep.Errors[0].Error())
 	require.Len(t, rep.Containers, 1)
 	assert.Equal(t, filepath.Join(dir, "pod.yaml"), rep.Findings[0].File)
+}
+
+// TestSizeCaps: an input over MaxFileSize, and the inputs past
+// MaxTotalSize together, are refused, each one line; a regular file's
+// size is looked at before anything is read.
+func TestSizeCaps(t *testing.T) {
+	dir := t.TempDir()
+	big := filepath.Join(dir, "big.yaml")
+	f, err := os.Create(big)
+	require.NoError(t, err)
+	require.NoError(t, f.Truncate(MaxFileSize+1)) // sparse: NULs, never read
+	require.NoError(t, f.Close())
+	rep := Paths([]string{big}, nil)
+	require.Len(t, rep.Errors, 1)
+	assert.Equal(t, big+": larger than 16 MiB", rep.Errors[0].Error())
+
+	rep = Paths([]string{"-"}, bytes.NewReader(append([]byte("#"), bytes.Repeat([]byte("x"), MaxFileSize)...)))
+	require.Len(t, rep.Errors, 1)
+	assert.Equal(t, "<stdin>: larger than 16 MiB", rep.Errors[0].Error())
+
+	// Five files of 15 MiB of comments after a pod: the fifth passes the
+	// run's 64 MiB.
+	trap, err := os.ReadFile("testdata/rules/trap.yaml")
+	require.NoError(t, err)
+	pad := string(trap) + "#" + strings.Repeat("x", 15<<20-len(trap)) + "\n"
+	var paths []string
+	for _, n := range []string{"1", "2", "3", "4", "5"} {
+		p := filepath.Join(dir, n+".yaml")
+		writeFile(t, p, pad)
+		paths = append(paths, p)
+	}
+	rep = Paths(paths, nil)
+	require.Len(t, rep.Errors, 1)
+	assert.Equal(t, paths[4]+": not read: the inputs of one run together are larger than 64 MiB", rep.Errors[0].Error())
+	assert.Len(t, rep.Containers, 4)
 }
