@@ -1,6 +1,7 @@
 package lint
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -9,12 +10,19 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 
 	"go.yaml.in/yaml/v3"
 )
 
-// MaxFileSize bounds what lint reads of one input (64 MiB).
-const MaxFileSize = 64 << 20
+// MaxFileSize bounds what lint reads of one input (16 MiB: Helm's output
+// for a large chart is a few MiB), and MaxTotalSize what it reads of all
+// the inputs of one run together (64 MiB). An input past either is
+// refused unread where its size is known beforehand (a regular file).
+const (
+	MaxFileSize  = 16 << 20
+	MaxTotalSize = 64 << 20
+)
 
 // ErrInput is matched (errors.Is) by the errors of inputs that could not
 // be read or parsed (exit status 2).
@@ -77,51 +85,176 @@ func (r Report) FailsAt(sev string) (bool, error) {
 // container of every pod template and Compose service in it. name is the
 // file name findings carry. Documents that are neither are skipped.
 func Check(name string, r io.Reader) (Report, error) {
-	data, err := read(name, r)
+	data, err := read(name, r, MaxFileSize)
 	if err != nil {
 		return Report{}, err
 	}
 	return CheckBytes(name, data)
 }
 
-// read reads one input, up to MaxFileSize.
-func read(name string, r io.Reader) ([]byte, error) {
-	data, err := io.ReadAll(io.LimitReader(r, MaxFileSize+1))
-	if err != nil {
+// read reads one input, up to limit bytes (MaxFileSize, or less where the
+// run's MaxTotalSize leaves less). A regular file's size is looked at
+// first, so a file past the limit is not read at all, and the buffer is
+// allocated once.
+func read(name string, r io.Reader, limit int64) ([]byte, error) {
+	var b bytes.Buffer
+	if f, ok := r.(*os.File); ok {
+		if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
+			if fi.Size() > limit {
+				return nil, tooLarge(name, limit)
+			}
+			b.Grow(int(fi.Size()) + bytes.MinRead)
+		}
+	}
+	if _, err := b.ReadFrom(io.LimitReader(r, limit+1)); err != nil {
 		return nil, inputErrorf("%s: %v", name, err)
 	}
-	if len(data) > MaxFileSize {
-		return nil, inputErrorf("%s: larger than %d MiB", name, MaxFileSize>>20)
+	if int64(b.Len()) > limit {
+		return nil, tooLarge(name, limit)
 	}
-	return data, nil
+	return b.Bytes(), nil
+}
+
+func tooLarge(name string, limit int64) error {
+	if limit < MaxFileSize {
+		return inputErrorf("%s: not read: the inputs of one run together are larger than %d MiB", name, MaxTotalSize>>20)
+	}
+	return inputErrorf("%s: larger than %d MiB", name, MaxFileSize>>20)
 }
 
 // CheckBytes is Check over data in memory.
 func CheckBytes(name string, data []byte) (Report, error) {
-	docs, err := parse(name, data)
-	if err != nil {
+	c := newChecker()
+	if err := c.input(name, data); err != nil {
 		return Report{}, err
 	}
-	return judge([]input{{name, docs}}), nil
+	return c.report(), nil
 }
 
-// input is one parsed file: its Kubernetes objects and Compose documents.
-type input struct {
-	name string
-	docs []*yaml.Node
+// checker judges inputs one document at a time, so that only the
+// findings (and the few objects a later input may still need) outlive a
+// document's nodes: a run's memory is that of its largest document, not
+// of all its inputs parsed at once.
+type checker struct {
+	objects []object
+	// runtimes are the inputs' TrainingRuntimes by "Kind/name": a TrainJob
+	// is judged with the one it names, from any input of the run.
+	runtimes map[string]runtimeDoc
+	errs     []error
 }
 
-// parse reads YAML or JSON documents; a document that is a list (a bare
-// JSON array) contributes each of its mappings.
-func parse(name string, data []byte) (docs []*yaml.Node, err error) {
+// object is what one object (a Compose file, a Kubernetes object) gave,
+// in input order; a TrainJob waits in job until every runtime is known.
+type object struct {
+	findings   []Finding
+	containers []Container
+	job        *yaml.Node
+	file       string
+}
+
+func newChecker() *checker { return &checker{runtimes: map[string]runtimeDoc{}} }
+
+// judged turns containers into findings; pod holds the findings of their
+// pod templates.
+func judged(cs []container, pod []Finding) object {
+	if len(cs) == 0 && len(pod) == 0 {
+		return object{}
+	}
+	o := object{findings: pod}
+	for _, c := range cs {
+		fs, cont := c.findings()
+		o.findings = append(o.findings, fs...)
+		o.containers = append(o.containers, cont)
+	}
+	return o
+}
+
+// input judges one input; an input that does not parse gives nothing but
+// its error, even where its first documents did.
+func (c *checker) input(name string, data []byte) error {
+	start := len(c.objects)
+	found := map[string]runtimeDoc{}
+	err := parse(name, data, func(d *yaml.Node) { c.document(name, d, found) })
+	if err != nil {
+		c.objects = c.objects[:start]
+		return err
+	}
+	for k, rt := range found {
+		if _, dup := c.runtimes[k]; !dup {
+			c.runtimes[k] = rt
+		}
+	}
+	return nil
+}
+
+// document judges one document (the objects of a List one by one) and
+// keeps its TrainingRuntimes in found, the first of each name.
+func (c *checker) document(name string, d *yaml.Node, found map[string]runtimeDoc) {
+	if isCompose(d) {
+		c.add(judged(composeContainers(name, d), nil))
+		return
+	}
+	for _, obj := range listed(d, 0) {
+		switch k := str(get(obj, "kind")); k {
+		case "TrainJob":
+			c.objects = append(c.objects, object{job: obj, file: name})
+			continue
+		case "TrainingRuntime", "ClusterTrainingRuntime":
+			key := k + "/" + str(path(obj, "metadata", "name"))
+			if _, dup := found[key]; !dup {
+				found[key] = runtimeDoc{name, obj}
+			}
+		}
+		c.add(c.kube(name, obj, podTemplates(obj, 0)))
+	}
+}
+
+// add keeps o unless it holds nothing (a document of another kind):
+// an input of many such documents costs no memory per document.
+func (c *checker) add(o object) {
+	if o.findings != nil || o.containers != nil || o.job != nil {
+		c.objects = append(c.objects, o)
+	}
+}
+
+// kube judges the pod templates of one Kubernetes object.
+func (c *checker) kube(name string, obj *yaml.Node, refs []podRef) object {
+	var cs []container
+	var pod []Finding
+	for _, p := range refs {
+		k, f := kubeContainers(name, p)
+		cs, pod = append(cs, k...), append(pod, f...)
+	}
+	return judged(cs, append(pod, misplacedNRI(name, obj, refs)...))
+}
+
+// report judges the TrainJobs with the runtimes of every input and puts
+// everything in input order.
+func (c *checker) report() Report {
+	rep := Report{Errors: c.errs}
+	for _, o := range c.objects {
+		if o.job != nil {
+			o = c.kube(o.file, o.job, trainJobTemplates(o.file, o.job, c.runtimes))
+		}
+		rep.Findings = append(rep.Findings, o.findings...)
+		rep.Containers = append(rep.Containers, o.containers...)
+	}
+	return rep
+}
+
+// parse reads YAML or JSON documents and hands each to fn as it is read;
+// a document that is a list (a bare JSON array) hands over each of its
+// mappings. A document whose aliases expand past its bound is refused.
+func parse(name string, data []byte, fn func(*yaml.Node)) (err error) {
 	defer func() {
 		// yaml.v3 panics on a few malformed inputs; a bad file is an
 		// input error, never a crash.
 		if p := recover(); p != nil {
-			docs, err = nil, inputErrorf("%s: not YAML: %v", name, p)
+			err = inputErrorf("%s: not YAML: %v", name, p)
 		}
 	}()
-	dec := yaml.NewDecoder(strings.NewReader(string(data)))
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	docs, mappings := 0, 0
 	for {
 		var doc yaml.Node
 		err := dec.Decode(&doc)
@@ -129,149 +262,147 @@ func parse(name string, data []byte) (docs []*yaml.Node, err error) {
 			break
 		}
 		if err != nil {
-			return nil, inputErrorf("%s: not YAML: %s", name, oneLine(err.Error()))
+			return inputErrorf("%s: not YAML: %s", name, oneLine(err.Error()))
 		}
 		if len(doc.Content) == 0 {
 			continue
+		}
+		if bomb, limit := aliasBomb(doc.Content[0]); bomb {
+			return inputErrorf("%s: not read: the document at line %d expands through its aliases to more than %d nodes", name, doc.Content[0].Line, limit)
 		}
 		top := deref(doc.Content[0])
 		if top != nil && top.Kind == yaml.SequenceNode {
 			for _, it := range items(top) {
 				if it.Kind == yaml.MappingNode {
-					docs = append(docs, it)
+					docs, mappings = docs+1, mappings+1
+					fn(it)
 				}
 			}
-			if len(top.Content) > 0 && len(docs) == 0 {
-				return nil, inputErrorf("%s: not a YAML or JSON manifest (no mapping at the top)", name)
+			if len(top.Content) > 0 && docs == 0 {
+				return inputErrorf("%s: not a YAML or JSON manifest (no mapping at the top)", name)
 			}
 			continue
 		}
-		docs = append(docs, doc.Content[0])
-	}
-	if len(docs) > 0 && !anyMapping(docs) {
-		return nil, inputErrorf("%s: not a YAML or JSON manifest (no mapping at the top)", name)
-	}
-	return docs, nil
-}
-
-// add judges containers; pod holds the findings of their pod templates.
-func (r *Report) add(cs []container, pod []Finding) {
-	r.Findings = append(r.Findings, pod...)
-	for _, c := range cs {
-		fs, cont := c.findings()
-		r.Findings = append(r.Findings, fs...)
-		r.Containers = append(r.Containers, cont)
-	}
-}
-
-// judge checks every container of every input (the objects of a List one
-// by one); a TrainJob is judged with
-// the runtime it names when any input holds that runtime.
-func judge(ins []input) Report {
-	var rep Report
-	runtimes := trainingRuntimes(ins)
-	for _, in := range ins {
-		for _, d := range in.docs {
-			if isCompose(d) {
-				rep.add(composeContainers(in.name, d), nil)
-				continue
-			}
-			for _, obj := range listed(d, 0) {
-				refs := podTemplates(obj, 0)
-				if str(get(obj, "kind")) == "TrainJob" {
-					refs = trainJobTemplates(in.name, obj, runtimes)
-				}
-				var cs []container
-				var pod []Finding
-				for _, p := range refs {
-					c, f := kubeContainers(in.name, p)
-					cs, pod = append(cs, c...), append(pod, f...)
-				}
-				rep.add(cs, append(pod, misplacedNRI(in.name, obj, refs)...))
-			}
+		docs++
+		if top != nil && top.Kind == yaml.MappingNode {
+			mappings++
 		}
+		fn(doc.Content[0])
 	}
-	return rep
-}
-
-func anyMapping(docs []*yaml.Node) bool {
-	for _, d := range docs {
-		if d = deref(d); d != nil && d.Kind == yaml.MappingNode {
-			return true
-		}
+	if docs > 0 && mappings == 0 {
+		return inputErrorf("%s: not a YAML or JSON manifest (no mapping at the top)", name)
 	}
-	return false
+	return nil
 }
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
 // Paths checks files, directories (recursively: *.yaml, *.yml, *.json, in
-// name order) and "-" (stdin, named "<stdin>"), each input once, in order.
+// name order, symlinks to regular files followed, each file once) and "-"
+// (stdin, named "<stdin>"), each input once, in order.
 func Paths(paths []string, stdin io.Reader) Report {
-	var errs []error
-	var ins []input
-	merge := func(name string, data []byte, err error) {
+	c := newChecker()
+	var total int64
+	check := func(name string, r io.Reader) {
+		data, err := read(name, r, min(MaxFileSize, MaxTotalSize-total))
 		if err == nil {
-			var docs []*yaml.Node
-			if docs, err = parse(name, data); err == nil {
-				ins = append(ins, input{name, docs})
-			}
+			total += int64(len(data))
+			err = c.input(name, data)
 		}
 		if err != nil {
-			errs = append(errs, err)
+			c.errs = append(c.errs, err)
 		}
+	}
+	file := func(p string) {
+		f, err := os.Open(p)
+		if err != nil {
+			c.errs = append(c.errs, inputErrorf("%s: %s", p, reason(err)))
+			return
+		}
+		defer f.Close()
+		check(p, f)
 	}
 	for _, p := range paths {
 		if p == "-" {
-			data, err := read("<stdin>", stdin)
-			merge("<stdin>", data, err)
+			check("<stdin>", stdin)
 			continue
 		}
 		fi, err := os.Stat(p)
 		if err != nil {
-			errs = append(errs, inputErrorf("%s: %s", p, reason(err)))
+			c.errs = append(c.errs, inputErrorf("%s: %s", p, reason(err)))
 			continue
 		}
 		if !fi.IsDir() {
-			data, err := readFile(p)
-			merge(p, data, err)
+			file(p)
 			continue
 		}
-		var files []string
-		err = filepath.WalkDir(p, func(fp string, d fs.DirEntry, err error) error {
-			if err != nil {
-				errs = append(errs, inputErrorf("%s: %s", fp, reason(err)))
-				return nil
-			}
-			if d.Type().IsRegular() {
-				switch strings.ToLower(filepath.Ext(fp)) {
-				case ".yaml", ".yml", ".json":
-					files = append(files, fp)
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			errs = append(errs, inputErrorf("%s: %s", p, reason(err)))
-		}
-		sort.Strings(files)
+		files, errs := manifests(p)
+		c.errs = append(c.errs, errs...)
 		for _, f := range files {
-			data, err := readFile(f)
-			merge(f, data, err)
+			file(f)
 		}
 	}
-	rep := judge(ins)
-	rep.Errors = errs
-	return rep
+	return c.report()
 }
 
-func readFile(p string) ([]byte, error) {
-	f, err := os.Open(p)
+// manifests lists the manifests of directory dir, recursively, in name
+// order: regular files and symlinks to regular files (a ConfigMap volume,
+// a repository of links) named *.yaml, *.yml or *.json. A symlink to a
+// directory is not followed (it may loop), nor one to a FIFO, a device or
+// anything else that is not a regular file; a file reached under two names
+// is read once, under the first. A manifest's link that does not resolve is
+// an error.
+func manifests(dir string) (files []string, errs []error) {
+	err := filepath.WalkDir(dir, func(fp string, d fs.DirEntry, err error) error {
+		if err != nil {
+			errs = append(errs, inputErrorf("%s: %s", fp, reason(err)))
+			return nil
+		}
+		switch strings.ToLower(filepath.Ext(fp)) {
+		case ".yaml", ".yml", ".json":
+		default:
+			return nil
+		}
+		switch {
+		case d.Type().IsRegular():
+			files = append(files, fp)
+		case d.Type()&fs.ModeSymlink != 0:
+			fi, err := os.Stat(fp)
+			switch {
+			case err != nil:
+				errs = append(errs, inputErrorf("%s: %s", fp, reason(err)))
+			case fi.Mode().IsRegular():
+				files = append(files, fp)
+			}
+		}
+		return nil
+	})
 	if err != nil {
-		return nil, inputErrorf("%s: %s", p, reason(err))
+		errs = append(errs, inputErrorf("%s: %s", dir, reason(err)))
 	}
-	defer f.Close()
-	return read(p, f)
+	sort.Strings(files)
+	return once(files), errs
+}
+
+// once drops the names of a file already listed under an earlier name
+// (a symlink and its target in the same tree).
+func once(files []string) []string {
+	type id struct{ dev, ino uint64 }
+	seen := map[id]bool{}
+	out := files[:0]
+	for _, f := range files {
+		if fi, err := os.Stat(f); err == nil {
+			if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+				k := id{uint64(st.Dev), st.Ino}
+				if seen[k] {
+					continue
+				}
+				seen[k] = true
+			}
+		}
+		out = append(out, f)
+	}
+	return out
 }
 
 // reason is err's cause without the path os already put in it.

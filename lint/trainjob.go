@@ -10,25 +10,6 @@ type runtimeDoc struct {
 	doc  *yaml.Node
 }
 
-// trainingRuntimes indexes the inputs' runtimes by "Kind/name".
-func trainingRuntimes(ins []input) map[string]runtimeDoc {
-	out := map[string]runtimeDoc{}
-	for _, in := range ins {
-		for _, d := range in.docs {
-			for _, obj := range listed(d, 0) {
-				switch k := str(get(obj, "kind")); k {
-				case "TrainingRuntime", "ClusterTrainingRuntime":
-					key := k + "/" + str(path(obj, "metadata", "name"))
-					if _, dup := out[key]; !dup {
-						out[key] = runtimeDoc{in.name, obj}
-					}
-				}
-			}
-		}
-	}
-	return out
-}
-
 // listed is d, or the objects of a List (depth bounds nesting).
 func listed(d *yaml.Node, depth int) []*yaml.Node {
 	if str(get(d, "kind")) != "List" {

@@ -137,3 +137,67 @@ func line(n *yaml.Node, def int) int {
 	}
 	return n.Line
 }
+
+// Aliases let a few KB stand for billions of nodes (a list of aliases to
+// a list of aliases ...), and lint follows aliases wherever it reads. A
+// document may expand to at most aliasRatio times its own nodes plus
+// aliasSlack: far above what anchors in a Compose file or a manifest
+// reuse, and a bound on the work of reading the document.
+const (
+	aliasRatio = 10
+	aliasSlack = 100000
+)
+
+// ownNodes counts the nodes written in n, aliases not followed.
+func ownNodes(n *yaml.Node) int {
+	if n == nil {
+		return 0
+	}
+	c := 1
+	for _, ch := range n.Content {
+		c += ownNodes(ch)
+	}
+	return c
+}
+
+// expansion counts the nodes of n with every alias followed, up to limit
+// (it returns limit+1 past it, and for an alias that contains itself).
+// An anchored node (the only kind an alias reaches) is counted once and
+// its count reused, so the cost is that of the written document, not of
+// its expansion.
+func expansion(n *yaml.Node, limit int, memo map[*yaml.Node]int) int {
+	if n == nil {
+		return 0
+	}
+	if n.Anchor != "" {
+		if c, ok := memo[n]; ok {
+			if c < 0 {
+				return limit + 1 // a cycle: the node is being counted
+			}
+			return c
+		}
+		memo[n] = -1
+	}
+	c := 1
+	if n.Kind == yaml.AliasNode {
+		c += expansion(n.Alias, limit, memo)
+	}
+	for _, ch := range n.Content {
+		if c > limit {
+			break
+		}
+		c += expansion(ch, limit, memo)
+	}
+	c = min(c, limit+1)
+	if n.Anchor != "" {
+		memo[n] = c
+	}
+	return c
+}
+
+// aliasBomb reports whether document n expands past its bound, and the
+// bound.
+func aliasBomb(n *yaml.Node) (bool, int) {
+	limit := aliasRatio*ownNodes(n) + aliasSlack
+	return expansion(n, limit, map[*yaml.Node]int{}) > limit, limit
+}

@@ -1,0 +1,131 @@
+package lint
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// bomb is a List of k aliases to a Pod of k aliases to a container whose
+// command is k aliases: a few KB that expand to k³ nodes.
+func bomb(k int) string {
+	list := func(alias string) string { return "[" + strings.Repeat(alias+",", k-1) + alias + "]" }
+	return "kind: List\nx-s: &s torchrun\nx-c: &c {name: c, command: " + list("*s") + "}\n" +
+		"x-p: &p {kind: Pod, metadata: {name: p}, spec: {containers: " + list("*c") + "}}\nitems: " + list("*p") + "\n"
+}
+
+func writeFile(t *testing.T, p, data string) {
+	t.Helper()
+	require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+	require.NoError(t, os.WriteFile(p, []byte(data), 0o644))
+}
+
+// TestAliasBomb: a document that expands past its bound through aliases
+// is one input error, found without expanding it, and the other inputs
+// are still checked; anchors as manifests and Compose files use them
+// (`<<: *defaults`, a shared env list) are read as before.
+func TestAliasBomb(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "a-bomb.yaml"), bomb(100))
+	writeFile(t, filepath.Join(dir, "b-cycle.yaml"), "kind: List\nitems: &l [*l]\n")
+	trap, err := os.ReadFile("testdata/rules/trap.yaml")
+	require.NoError(t, err)
+	writeFile(t, filepath.Join(dir, "c-trap.yaml"), string(trap))
+	rep := Paths([]string{dir}, nil)
+	require.Len(t, rep.Errors, 2)
+	for _, e := range rep.Errors {
+		assert.ErrorIs(t, e, ErrInput)
+		assert.Contains(t, e.Error(), "expands through its aliases to more than")
+	}
+	assert.Len(t, rep.Containers, 1, "the good input is still checked")
+
+	compose := `x-defaults: &defaults
+  image: trainer:1
+  user: "1000:1000"
+  cap_drop: [ALL]
+x-env: &env
+  - NCCL_DEBUG=INFO
+services:
+`
+	for _, s := range []string{"a", "b", "c", "d", "e", "f", "g", "h"} {
+		compose += "  " + s + ":\n    <<: *defaults\n    environment: *env\n    cap_add: [IPC_LOCK]\n    gpus: all\n"
+	}
+	rep, err = CheckBytes("compose.yaml", []byte(compose))
+	require.NoError(t, err)
+	assert.Len(t, rep.Containers, 8)
+
+	// Within the bound: a pod of 1000 containers that share one anchored
+	// securityContext.
+	pod := "kind: Pod\nmetadata: {name: p}\nx: &sc {runAsUser: 1000, capabilities: {add: [IPC_LOCK]}}\nspec:\n  containers:\n"
+	for i := 0; i < 1000; i++ {
+		pod += "  - {name: c" + itoa(i) + ", securityContext: *sc}\n"
+	}
+	rep, err = CheckBytes("pod.yaml", []byte(pod))
+	require.NoError(t, err)
+	assert.Len(t, rep.Containers, 1000)
+}
+
+// TestSymlinkedManifests: in a directory, a symlink to a regular manifest
+// is read (once, however many names reach the file); one to a directory
+// is not followed, nor a FIFO; a manifest's link that does not resolve is
+// an error.
+func TestSymlinkedManifests(t *testing.T) {
+	root := t.TempDir()
+	trap, err := os.ReadFile("testdata/rules/trap.yaml")
+	require.NoError(t, err)
+	writeFile(t, filepath.Join(root, "data", "pod.yaml"), string(trap))
+	dir := filepath.Join(root, "mount")
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	require.NoError(t, os.Symlink("../data/pod.yaml", filepath.Join(dir, "pod.yaml")))
+	require.NoError(t, os.Symlink("../data/pod.yaml", filepath.Join(dir, "same.yaml")))
+	require.NoError(t, os.Symlink("..", filepath.Join(dir, "loop.yaml")))
+	require.NoError(t, os.Symlink("missing.yaml", filepath.Join(dir, "gone.yaml")))
+	require.NoError(t, syscall.Mkfifo(filepath.Join(dir, "fifo.yaml"), 0o644))
+	require.NoError(t, os.Symlink("fifo.yaml", filepath.Join(dir, "to-fifo.yaml")))
+	rep := Paths([]string{dir}, nil)
+	require.Len(t, rep.Errors, 1)
+	assert.Equal(t, filepath.Join(dir, "gone.yaml")+": no such file or directory", rep.Errors[0].Error())
+	require.Len(t, rep.Containers, 1)
+	assert.Equal(t, filepath.Join(dir, "pod.yaml"), rep.Findings[0].File)
+}
+
+// TestSizeCaps: an input over MaxFileSize, and the inputs past
+// MaxTotalSize together, are refused, each one line; a regular file's
+// size is looked at before anything is read.
+func TestSizeCaps(t *testing.T) {
+	dir := t.TempDir()
+	big := filepath.Join(dir, "big.yaml")
+	f, err := os.Create(big)
+	require.NoError(t, err)
+	require.NoError(t, f.Truncate(MaxFileSize+1)) // sparse: NULs, never read
+	require.NoError(t, f.Close())
+	rep := Paths([]string{big}, nil)
+	require.Len(t, rep.Errors, 1)
+	assert.Equal(t, big+": larger than 16 MiB", rep.Errors[0].Error())
+
+	rep = Paths([]string{"-"}, bytes.NewReader(append([]byte("#"), bytes.Repeat([]byte("x"), MaxFileSize)...)))
+	require.Len(t, rep.Errors, 1)
+	assert.Equal(t, "<stdin>: larger than 16 MiB", rep.Errors[0].Error())
+
+	// Five files of 15 MiB of comments after a pod: the fifth passes the
+	// run's 64 MiB.
+	trap, err := os.ReadFile("testdata/rules/trap.yaml")
+	require.NoError(t, err)
+	pad := string(trap) + "#" + strings.Repeat("x", 15<<20-len(trap)) + "\n"
+	var paths []string
+	for _, n := range []string{"1", "2", "3", "4", "5"} {
+		p := filepath.Join(dir, n+".yaml")
+		writeFile(t, p, pad)
+		paths = append(paths, p)
+	}
+	rep = Paths(paths, nil)
+	require.Len(t, rep.Errors, 1)
+	assert.Equal(t, paths[4]+": not read: the inputs of one run together are larger than 64 MiB", rep.Errors[0].Error())
+	assert.Len(t, rep.Containers, 4)
+}
