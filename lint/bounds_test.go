@@ -95,6 +95,23 @@ func TestSymlinkedManifests(t *testing.T) {
 	assert.Equal(t, filepath.Join(dir, "pod.yaml"), rep.Findings[0].File)
 }
 
+// TestConfigMapVolume: a ConfigMap volume's files are links through
+// ..data to a ..TIMESTAMP directory; findings name the links, and a
+// dot-directory (.git) is not read.
+func TestConfigMapVolume(t *testing.T) {
+	vol := t.TempDir()
+	trap, err := os.ReadFile("testdata/rules/trap.yaml")
+	require.NoError(t, err)
+	writeFile(t, filepath.Join(vol, "..2026_12_02_15_00_00.1", "pod.yaml"), string(trap))
+	require.NoError(t, os.Symlink("..2026_12_02_15_00_00.1", filepath.Join(vol, "..data")))
+	require.NoError(t, os.Symlink("..data/pod.yaml", filepath.Join(vol, "pod.yaml")))
+	writeFile(t, filepath.Join(vol, ".git", "x.yaml"), "{")
+	rep := Paths([]string{vol}, nil)
+	require.Empty(t, rep.Errors)
+	require.Len(t, rep.Containers, 1)
+	assert.Equal(t, filepath.Join(vol, "pod.yaml"), rep.Findings[0].File)
+}
+
 // TestSizeCaps: an input over MaxFileSize, and the inputs past
 // MaxTotalSize together, are refused, each one line; a regular file's
 // size is looked at before anything is read.

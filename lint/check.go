@@ -347,16 +347,21 @@ func Paths(paths []string, stdin io.Reader) Report {
 
 // manifests lists the manifests of directory dir, recursively, in name
 // order: regular files and symlinks to regular files (a ConfigMap volume,
-// a repository of links) named *.yaml, *.yml or *.json. A symlink to a
-// directory is not followed (it may loop), nor one to a FIFO, a device or
-// anything else that is not a regular file; a file reached under two names
-// is read once, under the first. A manifest's link that does not resolve is
-// an error.
+// a repository of links) named *.yaml, *.yml or *.json. A directory below
+// dir whose name starts with a dot is not read (.git, .github, and a
+// ConfigMap volume's ..TIMESTAMP directory, whose files its links name).
+// A symlink to a directory is not followed (it may loop), nor one to a
+// FIFO, a device or anything else that is not a regular file; a file
+// reached under two names is read once, under the first. A manifest's
+// link that does not resolve is an error.
 func manifests(dir string) (files []string, errs []error) {
 	err := filepath.WalkDir(dir, func(fp string, d fs.DirEntry, err error) error {
 		if err != nil {
 			errs = append(errs, inputErrorf("%s: %s", fp, reason(err)))
 			return nil
+		}
+		if d.IsDir() && fp != dir && strings.HasPrefix(d.Name(), ".") {
+			return filepath.SkipDir
 		}
 		switch strings.ToLower(filepath.Ext(fp)) {
 		case ".yaml", ".yml", ".json":
