@@ -131,6 +131,8 @@ func TestRules(t *testing.T) {
 		{"compose/compose-filecap.yaml", []string{}, []string{"ambient-raise"}},
 		{"compose/compose-nnp-exec.yaml", []string{"ipc-lock-inert@10"}, []string{"nnp-file-cap"}},
 		{"compose/compose-unlimited.yaml", []string{}, []string{"unlimited"}},
+		{"compose/compose-merge-unlimited.yaml", []string{}, []string{"unlimited"}},
+		{"compose/compose-merge-trap.yaml", []string{"ipc-lock-inert@7", "shm-default@10"}, []string{"k8s-trap"}},
 		{"compose/compose-zero.yaml", []string{"memlock-limit@6"}, []string{"limit-zero"}},
 		{"compose/compose-root-user.yaml", []string{"user-needs-setuid@4"}, []string{"no-setuid", "root-no-ipc-lock"}},
 		{"compose/compose-way-a.yaml", []string{}, []string{"ambient-raise"}},
@@ -255,7 +257,7 @@ func TestText(t *testing.T) {
 	b.Reset()
 	require.NoError(t, WriteText(&b, lintPath(t, "testdata/compose")))
 	assert.Contains(t, b.String(), "testdata/compose/compose-trap.yaml\n  service/trainer\n    2:    warning  shm-default")
-	assert.True(t, strings.HasSuffix(b.String(), "\n8 containers checked: 3 error(s), 2 warning(s), 0 info\n"), b.String())
+	assert.True(t, strings.HasSuffix(b.String(), "\n10 containers checked: 3 error(s), 4 warning(s), 0 info\n"), b.String())
 }
 
 // TestGolden: the JSON and SARIF of testdata/rules and testdata/compose

@@ -8,16 +8,54 @@ import (
 )
 
 // get returns the value of key in mapping n, nil when n is not a mapping
-// or has no such key. Aliases are followed.
+// or has no such key. Aliases are followed, and so are merge keys
+// (`<<: *defaults`, Compose's way of sharing settings): a key of n's own
+// wins over a merged one, and an earlier merged mapping over a later one.
 func get(n *yaml.Node, key string) *yaml.Node {
 	n = deref(n)
 	if n == nil || n.Kind != yaml.MappingNode {
 		return nil
 	}
+	var merged []*yaml.Node
 	for i := 0; i+1 < len(n.Content); i += 2 {
-		if k := deref(n.Content[i]); k != nil && k.Kind == yaml.ScalarNode && k.Value == key {
+		k := deref(n.Content[i])
+		switch {
+		case k == nil || k.Kind != yaml.ScalarNode:
+		case k.Value == key && !isMerge(k):
 			return deref(n.Content[i+1])
+		case isMerge(k):
+			merged = append(merged, mergeSources(n.Content[i+1])...)
 		}
+	}
+	for _, m := range merged {
+		if v := get(m, key); v != nil {
+			return v
+		}
+	}
+	return nil
+}
+
+// isMerge reports whether mapping key k is YAML's merge key: a plain <<,
+// not a quoted one or one tagged !!str.
+func isMerge(k *yaml.Node) bool { return k.ShortTag() == "!!merge" }
+
+// mergeSources is the mappings a merge key's value names: one mapping or
+// a sequence of them.
+func mergeSources(v *yaml.Node) []*yaml.Node {
+	v = deref(v)
+	switch {
+	case v == nil:
+		return nil
+	case v.Kind == yaml.MappingNode:
+		return []*yaml.Node{v}
+	case v.Kind == yaml.SequenceNode:
+		var out []*yaml.Node
+		for _, c := range items(v) {
+			if c.Kind == yaml.MappingNode {
+				out = append(out, c)
+			}
+		}
+		return out
 	}
 	return nil
 }
@@ -56,17 +94,38 @@ func items(n *yaml.Node) []*yaml.Node {
 	return out
 }
 
-// pairs returns the key/value pairs of a mapping node in order.
+// pairs returns the key/value pairs of a mapping node in order, then
+// those its merge keys bring (get) that it does not have itself.
 func pairs(n *yaml.Node) [][2]*yaml.Node {
 	n = deref(n)
 	if n == nil || n.Kind != yaml.MappingNode {
 		return nil
 	}
 	var out [][2]*yaml.Node
+	var merged []*yaml.Node
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := deref(n.Content[i]), deref(n.Content[i+1])
-		if k != nil && v != nil {
+		switch {
+		case k == nil || v == nil:
+		case k.Kind == yaml.ScalarNode && isMerge(k):
+			merged = append(merged, mergeSources(v)...)
+		default:
 			out = append(out, [2]*yaml.Node{k, v})
+		}
+	}
+	if len(merged) == 0 {
+		return out
+	}
+	seen := map[string]bool{}
+	for _, p := range out {
+		seen[p[0].Value] = true
+	}
+	for _, m := range merged {
+		for _, p := range pairs(m) {
+			if !seen[p[0].Value] {
+				seen[p[0].Value] = true
+				out = append(out, p)
+			}
 		}
 	}
 	return out
