@@ -16,10 +16,11 @@ var (
 	ErrUnsupported = errors.New("launcher: supported on Linux only")
 	// ErrNotFound means the command does not exist (exit status 127).
 	ErrNotFound = errors.New("command not found")
-	// ErrNoInterpreter means the command exists but the interpreter its
-	// #! line names does not (exit status 127, as ErrNotFound, which it
-	// comes with).
-	ErrNoInterpreter = errors.New("cannot execute: its interpreter (#! line) was not found")
+	// ErrNoInterpreter means the command exists but the interpreter it
+	// needs does not: the one its #! line names, or an ELF binary's
+	// dynamic loader (exit status 127, as ErrNotFound, which it comes
+	// with).
+	ErrNoInterpreter = errors.New("cannot execute: the interpreter it needs was not found (its #! line's, or an ELF binary's loader)")
 	// ErrNotExecutable means the command exists but cannot be executed:
 	// no execute permission, a directory, a bad format (exit status 126).
 	ErrNotExecutable = errors.New("command not executable")

@@ -60,7 +60,7 @@ func TestExecErrorMissingInterpreter(t *testing.T) {
 			assert.ErrorIs(t, err, syscall.ENOENT)
 			assert.Equal(t, tc.interp, errors.Is(err, ErrNoInterpreter))
 			if tc.interp {
-				assert.Equal(t, `"./x": cannot execute: its interpreter (#! line) was not found`, err.Error())
+				assert.Equal(t, `"./x": cannot execute: the interpreter it needs was not found (its #! line's, or an ELF binary's loader)`, err.Error())
 			} else {
 				assert.Equal(t, `"./x": command not found: no such file or directory`, err.Error())
 			}

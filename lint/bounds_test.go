@@ -2,6 +2,7 @@ package lint
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.yaml.in/yaml/v3"
 )
 
 // bomb is a List of k aliases to a Pod of k aliases to a container whose
@@ -145,4 +147,64 @@ func TestSizeCaps(t *testing.T) {
 	require.Len(t, rep.Errors, 1)
 	assert.Equal(t, paths[4]+": not read: the inputs of one run together are larger than 64 MiB", rep.Errors[0].Error())
 	assert.Len(t, rep.Containers, 4)
+
+	// A file too large by itself is said to be, whatever the run has left.
+	rep = Paths(append(paths[:4:4], big), nil)
+	require.Len(t, rep.Errors, 1)
+	assert.Equal(t, big+": larger than 16 MiB", rep.Errors[0].Error())
+}
+
+// TestMergeBounded: merge keys are followed a bounded depth, and the
+// ulimit-adjuster annotation's value, a YAML document of its own, gets the
+// same alias bound as the manifest: a mapping that merges itself, or
+// merges of merges ten deep, are a finding at once, not a stack overflow
+// or an exponential walk.
+func TestMergeBounded(t *testing.T) {
+	var self yaml.Node
+	require.NoError(t, yaml.Unmarshal([]byte("&a {type: memlock, <<: *a}"), &self))
+	m := self.Content[0]
+	assert.Nil(t, get(m, "soft"))
+	assert.Equal(t, "memlock", str(get(m, "type")))
+	assert.Len(t, pairs(m), 1)
+
+	nested := "- &l0 {type: memlock}\n"
+	for i := 1; i <= 10; i++ {
+		refs := strings.TrimSuffix(strings.Repeat(fmt.Sprintf("*l%d, ", i-1), 10), ", ")
+		nested += fmt.Sprintf("- &l%d {<<: [%s]}\n", i, refs)
+	}
+	for name, value := range map[string]string{"self": "- &a {type: memlock, <<: *a}\n", "nested": nested} {
+		t.Run(name, func(t *testing.T) {
+			doc := "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n  annotations:\n    ulimits.noderesource.dev/container.c: |\n" +
+				indent(value, "      ") + "spec:\n  containers:\n    - name: c\n      image: i\n"
+			rep, err := CheckBytes("p.yaml", []byte(doc))
+			require.NoError(t, err)
+			require.NotEmpty(t, rep.Findings)
+			assert.Equal(t, "nri-annotation", rep.Findings[0].ID)
+			assert.Contains(t, rep.Findings[0].Message, "expands through its aliases")
+		})
+	}
+}
+
+func indent(s, pad string) string {
+	var b strings.Builder
+	for _, l := range strings.SplitAfter(s, "\n") {
+		if l != "" {
+			b.WriteString(pad + l)
+		}
+	}
+	return b.String()
+}
+
+// TestSymlinkedDirArgument: a directory given through a symlink is read.
+func TestSymlinkedDirArgument(t *testing.T) {
+	root := t.TempDir()
+	trap, err := os.ReadFile("testdata/rules/trap.yaml")
+	require.NoError(t, err)
+	writeFile(t, filepath.Join(root, "real", "pod.yaml"), string(trap))
+	link := filepath.Join(root, "link")
+	require.NoError(t, os.Symlink("real", link))
+	rep := Paths([]string{link}, nil)
+	require.Empty(t, rep.Errors)
+	require.Len(t, rep.Containers, 1)
+	assert.Equal(t, filepath.Join(link, "pod.yaml"), rep.Findings[0].File)
 }

@@ -101,7 +101,7 @@ func read(name string, r io.Reader, limit int64) ([]byte, error) {
 	if f, ok := r.(*os.File); ok {
 		if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
 			if fi.Size() > limit {
-				return nil, tooLarge(name, limit)
+				return nil, tooLarge(name, limit, fi.Size())
 			}
 			b.Grow(int(fi.Size()) + bytes.MinRead)
 		}
@@ -110,13 +110,15 @@ func read(name string, r io.Reader, limit int64) ([]byte, error) {
 		return nil, inputErrorf("%s: %v", name, err)
 	}
 	if int64(b.Len()) > limit {
-		return nil, tooLarge(name, limit)
+		return nil, tooLarge(name, limit, -1)
 	}
 	return b.Bytes(), nil
 }
 
-func tooLarge(name string, limit int64) error {
-	if limit < MaxFileSize {
+// tooLarge is the refusal of an input past limit bytes; size is its size
+// where known (a regular file), else -1.
+func tooLarge(name string, limit, size int64) error {
+	if size <= MaxFileSize && limit < MaxFileSize {
 		return inputErrorf("%s: not read: the inputs of one run together are larger than %d MiB", name, MaxTotalSize>>20)
 	}
 	return inputErrorf("%s: larger than %d MiB", name, MaxFileSize>>20)
@@ -245,19 +247,12 @@ func (c *checker) report() Report {
 // parse reads YAML or JSON documents and hands each to fn as it is read;
 // a document that is a list (a bare JSON array) hands over each of its
 // mappings. A document whose aliases expand past its bound is refused.
-func parse(name string, data []byte, fn func(*yaml.Node)) (err error) {
-	defer func() {
-		// yaml.v3 panics on a few malformed inputs; a bad file is an
-		// input error, never a crash.
-		if p := recover(); p != nil {
-			err = inputErrorf("%s: not YAML: %v", name, p)
-		}
-	}()
+func parse(name string, data []byte, fn func(*yaml.Node)) error {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	docs, mappings := 0, 0
 	for {
 		var doc yaml.Node
-		err := dec.Decode(&doc)
+		err := decode(dec, &doc)
 		if errors.Is(err, io.EOF) {
 			break
 		}
@@ -293,6 +288,19 @@ func parse(name string, data []byte, fn func(*yaml.Node)) (err error) {
 		return inputErrorf("%s: not a YAML or JSON manifest (no mapping at the top)", name)
 	}
 	return nil
+}
+
+// decode is dec.Decode with the panics yaml.v3 has on a few malformed
+// inputs turned into errors: a bad file is an input error, never a crash.
+// Only the decoding is covered: a panic in lint's own judging is a bug,
+// and crashes as one.
+func decode(dec *yaml.Decoder, doc *yaml.Node) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%v", p)
+		}
+	}()
+	return dec.Decode(doc)
 }
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
@@ -355,6 +363,11 @@ func Paths(paths []string, stdin io.Reader) Report {
 // reached under two names is read once, under the first. A manifest's
 // link that does not resolve is an error.
 func manifests(dir string) (files []string, errs []error) {
+	// A directory named through a symlink (manifests -> deploy/k8s) is
+	// walked: WalkDir would not descend into the link itself.
+	if fi, err := os.Lstat(dir); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+		dir += string(filepath.Separator)
+	}
 	err := filepath.WalkDir(dir, func(fp string, d fs.DirEntry, err error) error {
 		if err != nil {
 			errs = append(errs, inputErrorf("%s: %s", fp, reason(err)))

@@ -93,6 +93,12 @@ func readNRI(key, name string, line int, value string) nriAnnotation {
 		}
 		root = root.Content[0]
 	}
+	// The value is a document of its own: the manifest's alias bound
+	// (aliasBomb) did not look into it.
+	if bomb, limit := aliasBomb(root); bomb {
+		a.fail(fmt.Sprintf("its value expands through its aliases to more than %d nodes", limit))
+		return a
+	}
 	root = deref(root)
 	if root == nil || root.ShortTag() == "!!null" {
 		return a

@@ -11,7 +11,14 @@ import (
 // or has no such key. Aliases are followed, and so are merge keys
 // (`<<: *defaults`, Compose's way of sharing settings): a key of n's own
 // wins over a merged one, and an earlier merged mapping over a later one.
-func get(n *yaml.Node, key string) *yaml.Node {
+// Merges are followed maxMergeDepth deep: yaml.v3 accepts a mapping that
+// merges itself.
+func get(n *yaml.Node, key string) *yaml.Node { return getDepth(n, key, 0) }
+
+// maxMergeDepth bounds how many merge keys deep get and pairs look.
+const maxMergeDepth = 32
+
+func getDepth(n *yaml.Node, key string, depth int) *yaml.Node {
 	n = deref(n)
 	if n == nil || n.Kind != yaml.MappingNode {
 		return nil
@@ -27,8 +34,11 @@ func get(n *yaml.Node, key string) *yaml.Node {
 			merged = append(merged, mergeSources(n.Content[i+1])...)
 		}
 	}
+	if depth == maxMergeDepth {
+		return nil
+	}
 	for _, m := range merged {
-		if v := get(m, key); v != nil {
+		if v := getDepth(m, key, depth+1); v != nil {
 			return v
 		}
 	}
@@ -96,7 +106,9 @@ func items(n *yaml.Node) []*yaml.Node {
 
 // pairs returns the key/value pairs of a mapping node in order, then
 // those its merge keys bring (get) that it does not have itself.
-func pairs(n *yaml.Node) [][2]*yaml.Node {
+func pairs(n *yaml.Node) [][2]*yaml.Node { return pairsDepth(n, 0) }
+
+func pairsDepth(n *yaml.Node, depth int) [][2]*yaml.Node {
 	n = deref(n)
 	if n == nil || n.Kind != yaml.MappingNode {
 		return nil
@@ -113,7 +125,7 @@ func pairs(n *yaml.Node) [][2]*yaml.Node {
 			out = append(out, [2]*yaml.Node{k, v})
 		}
 	}
-	if len(merged) == 0 {
+	if len(merged) == 0 || depth == maxMergeDepth {
 		return out
 	}
 	seen := map[string]bool{}
@@ -121,7 +133,7 @@ func pairs(n *yaml.Node) [][2]*yaml.Node {
 		seen[p[0].Value] = true
 	}
 	for _, m := range merged {
-		for _, p := range pairs(m) {
+		for _, p := range pairsDepth(m, depth+1) {
 			if !seen[p[0].Value] {
 				seen[p[0].Value] = true
 				out = append(out, p)

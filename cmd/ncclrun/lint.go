@@ -57,11 +57,13 @@ func cmdLint(c *cli.Context, e *env) error {
 	default:
 		err = lint.WriteText(e.stdout, rep)
 	}
-	if err != nil {
-		return fmt.Errorf("write lint %s: %w", format, err)
-	}
+	// The inputs that could not be read are said whether or not the
+	// report could be written.
 	for _, ie := range rep.Errors {
 		fprintf(e.stderr, "ncclrun: lint: %v\n", ie)
+	}
+	if err != nil {
+		return fmt.Errorf("write lint %s: %w", format, err)
 	}
 	fails, _ := rep.FailsAt(failOn)
 	switch {

@@ -47,7 +47,7 @@ func TestCommandNotFoundOrNotExecutable(t *testing.T) {
 	require.NoError(t, os.WriteFile(noInterp, []byte("#!/nonexistent/interpreter\necho hi\n"), 0o755))
 	crlf := filepath.Join(dir, "crlf")
 	require.NoError(t, os.WriteFile(crlf, []byte("#!/bin/sh\r\necho hi\r\n"), 0o755))
-	const interp = "cannot execute: its interpreter (#! line) was not found"
+	const interp = "cannot execute: the interpreter it needs was not found (its #! line's, or an ELF binary's loader)"
 	for _, tc := range []struct {
 		name string
 		cmd  string
