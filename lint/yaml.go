@@ -10,39 +10,52 @@ import (
 // get returns the value of key in mapping n, nil when n is not a mapping
 // or has no such key. Aliases are followed, and so are merge keys
 // (`<<: *defaults`, Compose's way of sharing settings): a key of n's own
-// wins over a merged one, and an earlier merged mapping over a later one.
-// Merges are followed maxMergeDepth deep: yaml.v3 accepts a mapping that
-// merges itself.
-func get(n *yaml.Node, key string) *yaml.Node { return getDepth(n, key, 0) }
+// wins over a merged one, and an earlier merged mapping over a later one
+// (eachPair's order).
+func get(n *yaml.Node, key string) (v *yaml.Node) {
+	eachPair(n, 0, func(k, val *yaml.Node, _ bool) bool {
+		if k.Kind == yaml.ScalarNode && k.Value == key {
+			v = val
+			return false
+		}
+		return true
+	})
+	return v
+}
 
-// maxMergeDepth bounds how many merge keys deep get and pairs look.
+// maxMergeDepth bounds how many merge keys deep eachPair looks: yaml.v3
+// accepts a mapping that merges itself.
 const maxMergeDepth = 32
 
-func getDepth(n *yaml.Node, key string, depth int) *yaml.Node {
+// eachPair calls fn with the key/value pairs of mapping n (aliases
+// followed; a value may be nil) in order, then, merge keys followed
+// maxMergeDepth deep, with those of the mappings each merge key names, in
+// order (merged true), until fn returns false; it returns false then.
+func eachPair(n *yaml.Node, depth int, fn func(k, v *yaml.Node, merged bool) bool) bool {
 	n = deref(n)
 	if n == nil || n.Kind != yaml.MappingNode {
-		return nil
+		return true
 	}
-	var merged []*yaml.Node
+	var merges []*yaml.Node
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k := deref(n.Content[i])
 		switch {
-		case k == nil || k.Kind != yaml.ScalarNode:
-		case k.Value == key && !isMerge(k):
-			return deref(n.Content[i+1])
-		case isMerge(k):
-			merged = append(merged, mergeSources(n.Content[i+1])...)
+		case k == nil:
+		case k.Kind == yaml.ScalarNode && isMerge(k):
+			merges = append(merges, mergeSources(n.Content[i+1])...)
+		case !fn(k, deref(n.Content[i+1]), depth > 0):
+			return false
 		}
 	}
 	if depth == maxMergeDepth {
-		return nil
+		return true
 	}
-	for _, m := range merged {
-		if v := getDepth(m, key, depth+1); v != nil {
-			return v
+	for _, m := range merges {
+		if !eachPair(m, depth+1, fn) {
+			return false
 		}
 	}
-	return nil
+	return true
 }
 
 // isMerge reports whether mapping key k is YAML's merge key: a plain <<,
@@ -105,41 +118,29 @@ func items(n *yaml.Node) []*yaml.Node {
 }
 
 // pairs returns the key/value pairs of a mapping node in order, then
-// those its merge keys bring (get) that it does not have itself.
-func pairs(n *yaml.Node) [][2]*yaml.Node { return pairsDepth(n, 0) }
-
-func pairsDepth(n *yaml.Node, depth int) [][2]*yaml.Node {
-	n = deref(n)
-	if n == nil || n.Kind != yaml.MappingNode {
-		return nil
-	}
+// those its merge keys bring that it does not have itself (eachPair).
+func pairs(n *yaml.Node) [][2]*yaml.Node {
 	var out [][2]*yaml.Node
-	var merged []*yaml.Node
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := deref(n.Content[i]), deref(n.Content[i+1])
+	var seen map[string]bool
+	eachPair(n, 0, func(k, v *yaml.Node, merged bool) bool {
 		switch {
-		case k == nil || v == nil:
-		case k.Kind == yaml.ScalarNode && isMerge(k):
-			merged = append(merged, mergeSources(v)...)
-		default:
+		case v == nil:
+		case !merged:
 			out = append(out, [2]*yaml.Node{k, v})
-		}
-	}
-	if len(merged) == 0 || depth == maxMergeDepth {
-		return out
-	}
-	seen := map[string]bool{}
-	for _, p := range out {
-		seen[p[0].Value] = true
-	}
-	for _, m := range merged {
-		for _, p := range pairsDepth(m, depth+1) {
-			if !seen[p[0].Value] {
-				seen[p[0].Value] = true
-				out = append(out, p)
+		default:
+			if seen == nil {
+				seen = map[string]bool{}
+				for _, p := range out {
+					seen[p[0].Value] = true
+				}
+			}
+			if !seen[k.Value] {
+				seen[k.Value] = true
+				out = append(out, [2]*yaml.Node{k, v})
 			}
 		}
-	}
+		return true
+	})
 	return out
 }
 
