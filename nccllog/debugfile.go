@@ -39,9 +39,29 @@ func DebugFiles(pattern string, since time.Time) []string {
 		dir, comps = "/", comps[1:]
 	}
 	w := debugWalk{since: since, budget: maxDebugEntries}
-	w.walk(dir, comps, host)
+	w.walk(dir, debugParts(comps, host))
 	slices.Sort(w.files)
 	return w.files
+}
+
+// debugPart is one path component of the pattern: a name, or, where it
+// holds %p, the expression a directory entry must match.
+type debugPart struct {
+	name string
+	re   *regexp.Regexp
+}
+
+// debugParts is the pattern's path components, each expanded once.
+func debugParts(comps []string, host string) []debugPart {
+	parts := make([]debugPart, len(comps))
+	for i, c := range comps {
+		if strings.Contains(c, "%p") {
+			parts[i].re = regexp.MustCompile("^" + expandComponent(c, host, "[0-9]{1,10}") + "$")
+		} else {
+			parts[i].name = expandComponent(c, host, "")
+		}
+	}
+	return parts
 }
 
 // debugWalk expands a pattern one path component at a time.
@@ -51,16 +71,15 @@ type debugWalk struct {
 	files  []string
 }
 
-func (w *debugWalk) walk(dir string, comps []string, host string) {
-	for len(comps) > 0 && !strings.Contains(comps[0], "%p") {
-		dir = filepath.Join(dir, expandComponent(comps[0], host, ""))
-		comps = comps[1:]
+func (w *debugWalk) walk(dir string, parts []debugPart) {
+	for len(parts) > 0 && parts[0].re == nil {
+		dir = filepath.Join(dir, parts[0].name)
+		parts = parts[1:]
 	}
-	if len(comps) == 0 {
+	if len(parts) == 0 {
 		w.keep(dir)
 		return
 	}
-	re := regexp.MustCompile("^" + expandComponent(comps[0], host, "[0-9]{1,10}") + "$")
 	d, err := os.Open(filepath.Join(dir, "."))
 	if err != nil {
 		return
@@ -70,8 +89,8 @@ func (w *debugWalk) walk(dir string, comps []string, host string) {
 		ents, err := d.ReadDir(min(w.budget, 1024))
 		w.budget -= len(ents)
 		for _, e := range ents {
-			if re.MatchString(e.Name()) {
-				w.walk(filepath.Join(dir, e.Name()), comps[1:], host)
+			if parts[0].re.MatchString(e.Name()) {
+				w.walk(filepath.Join(dir, e.Name()), parts[1:])
 			}
 		}
 		if err != nil {

@@ -67,7 +67,7 @@ func TestDebugFilesBounded(t *testing.T) {
 		require.NoError(t, os.WriteFile(filepath.Join(d, strconv.Itoa(100+i)), nil, 0o600))
 	}
 	w := debugWalk{since: time.Now().Add(-time.Hour), budget: 10}
-	w.walk(d, []string{"%p"}, "h")
+	w.walk(d, debugParts([]string{"%p"}, "h"))
 	assert.Equal(t, 0, w.budget)
 	assert.LessOrEqual(t, len(w.files), 10)
 	assert.NotEmpty(t, w.files)
