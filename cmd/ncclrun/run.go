@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -416,7 +415,7 @@ func reportOutcome(e *env, j runJob, rep preflight.Report, p childPlan, out outc
 	}
 	if tl := p.termLog; tl != "" && (len(ds) > 0 || res.ExitCode != 0) {
 		msg := out.note + terminationText(ds, out.first, res.ExitCode, out.sigName, out.te, terminationLimit-len(out.note))
-		if err := writeOwnFile(tl, []byte(msg)); err != nil {
+		if err := safefile.WriteFile(tl, []byte(msg), 0o644); err != nil {
 			fprintf(e.stderr, "ncclrun: warning: termination log: %v\n", err)
 		}
 	}
@@ -437,28 +436,11 @@ func envMap(added []launcher.EnvVar) map[string]envEntry {
 }
 
 // writeFileJSON writes v as JSON to path: a temporary file renamed over
-// path, no link followed (safefile.WriteFile).
+// path, no link followed nor replaced (safefile.WriteFile).
 func writeFileJSON(path string, v any) error {
 	var b bytes.Buffer
 	if err := writeJSON(&b, v); err != nil {
 		return fmt.Errorf("encode %q: %w", path, err)
 	}
-	return writeOwnFile(path, b.Bytes()) // its errors name the path
-}
-
-// errLinkKept is why a report or termination log was not written: the path
-// is a symbolic link. safefile.WriteFile would rename over it, which keeps
-// a link CMD planted from redirecting the write but destroys a link that
-// was there before (/dev/stdout in a container, for root); writing through
-// it is what a planted link wants. So neither: the link stays as it is.
-var errLinkKept = errors.New("a symbolic link, not a regular file (left as it is)")
-
-// writeOwnFile writes a file ncclrun produces after CMD ran (--report, the
-// termination log): refused where path is a symbolic link, else
-// safefile.WriteFile.
-func writeOwnFile(path string, data []byte) error {
-	if fi, err := os.Lstat(path); err == nil && fi.Mode()&os.ModeSymlink != 0 {
-		return fmt.Errorf("write %q: %w", path, errLinkKept)
-	}
-	return safefile.WriteFile(path, data, 0o644)
+	return safefile.WriteFile(path, b.Bytes(), 0o644) // its errors name the path
 }

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ncclrun/ncclrun/diagnosis"
+	"github.com/ncclrun/ncclrun/internal/safefile"
 	"github.com/ncclrun/ncclrun/nccllog"
 	"github.com/ncclrun/ncclrun/preflight"
 )
@@ -103,7 +104,7 @@ func (r *runEnd) finish(e *env, err error) {
 	if msg == "" {
 		return
 	}
-	if werr := writeOwnFile(path, []byte(msg)); werr != nil {
+	if werr := safefile.WriteFile(path, []byte(msg), 0o644); werr != nil {
 		fprintf(e.stderr, "ncclrun: warning: termination log: %v\n", werr)
 	}
 }

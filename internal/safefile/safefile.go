@@ -33,6 +33,11 @@ var (
 	// ErrNotRegular means the path is not a regular file (a FIFO, a
 	// device, a directory, a socket).
 	ErrNotRegular = errors.New("not a regular file")
+	// ErrLinkKept means WriteFile found a symbolic link at the path and
+	// left it as it is: writing through it is what a link a less
+	// privileged process planted wants, and renaming over it would
+	// destroy a link that was there before (/dev/stdout in a container).
+	ErrLinkKept = errors.New("a symbolic link, not a regular file (left as it is)")
 	// ErrUnsupported is returned outside Linux.
 	ErrUnsupported = errors.New("safefile: supported on Linux only")
 )

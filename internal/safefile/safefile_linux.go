@@ -172,9 +172,10 @@ func setFSCred(c Cred) error {
 
 // WriteFile writes data to path with perm: a new temporary file in path's
 // directory, reached without following a symbolic link, renamed over path
-// (a link or hard link planted at path is replaced, never written
-// through). An existing path that is neither a regular file nor a link is
-// ErrNotRegular and left alone. Where the directory cannot take the temporary file or the
+// (a hard link planted at path is replaced, never written through). A
+// symbolic link at path is ErrLinkKept, and an existing path that is not a
+// regular file ErrNotRegular; both are left alone (a link planted between
+// that look and the rename is replaced, not followed). Where the directory cannot take the temporary file or the
 // rename (EACCES, EROFS: a non-root user and /dev; EBUSY, EXDEV: a
 // bind-mounted file such as Kubernetes' /dev/termination-log), path itself
 // is opened without following a link, checked to be a regular file and
@@ -192,7 +193,11 @@ func WriteFile(path string, data []byte, perm os.FileMode) error {
 	defer unix.Close(dfd)
 	var st unix.Stat_t
 	if err := unix.Fstatat(dfd, base, &st, unix.AT_SYMLINK_NOFOLLOW); err == nil {
-		if m := st.Mode & unix.S_IFMT; m != unix.S_IFREG && m != unix.S_IFLNK {
+		switch st.Mode & unix.S_IFMT {
+		case unix.S_IFREG:
+		case unix.S_IFLNK:
+			return fmt.Errorf("write %q: %w", path, ErrLinkKept)
+		default:
 			// A device, FIFO, socket or directory is never replaced
 			// (root renaming over /dev/full would destroy it).
 			return fmt.Errorf("write %q: %w", path, ErrNotRegular)

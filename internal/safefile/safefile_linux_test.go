@@ -145,14 +145,19 @@ func TestWriteFile(t *testing.T) {
 			defer noOpenat2.Store(noOpenat2.Load())
 			noOpenat2.Store(walk)
 			d := tree(t)
-			// A link at the target is replaced, not followed.
-			require.NoError(t, WriteFile(filepath.Join(d, "link"), []byte("new\n"), 0o644))
+			// A link at the target is neither followed nor replaced.
+			assert.ErrorIs(t, WriteFile(filepath.Join(d, "link"), []byte("new\n"), 0o644), ErrLinkKept)
 			assert.Equal(t, "a\nb\n", mustRead(t, filepath.Join(d, "file")), "the link's target was written")
 			fi, err := os.Lstat(filepath.Join(d, "link"))
 			require.NoError(t, err)
+			assert.Equal(t, os.ModeSymlink, fi.Mode().Type(), "the link was replaced")
+			// A new file is written with perm.
+			require.NoError(t, WriteFile(filepath.Join(d, "new"), []byte("new\n"), 0o644))
+			fi, err = os.Lstat(filepath.Join(d, "new"))
+			require.NoError(t, err)
 			assert.True(t, fi.Mode().IsRegular())
 			assert.Equal(t, os.FileMode(0o644), fi.Mode().Perm())
-			assert.Equal(t, "new\n", mustRead(t, filepath.Join(d, "link")))
+			assert.Equal(t, "new\n", mustRead(t, filepath.Join(d, "new")))
 			// A FIFO or a directory at the target is left alone, never
 			// opened (which would block) nor replaced.
 			for _, p := range []string{"fifo", "sub"} {

@@ -3,6 +3,7 @@
 package safefile
 
 import (
+	"fmt"
 	"io"
 	"os"
 )
@@ -21,7 +22,11 @@ func As(cred *Cred, fn func() error) <-chan error {
 	return done
 }
 
-// WriteFile is os.WriteFile outside Linux.
+// WriteFile is os.WriteFile outside Linux, a symbolic link at path
+// refused (ErrLinkKept) as on Linux.
 func WriteFile(path string, data []byte, perm os.FileMode) error {
+	if fi, err := os.Lstat(path); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+		return fmt.Errorf("write %q: %w", path, ErrLinkKept)
+	}
 	return os.WriteFile(path, data, perm)
 }
