@@ -28,8 +28,22 @@ const noID = ^uint32(0)
 // "uid:gid", "uid:group", "name:gid") through /etc/passwd and /etc/group
 // (os/user, which needs no cgo), as gosu and su-exec do. A numeric uid
 // missing from /etc/passwd is allowed; its group is then the named one or
-// ncclrun's own gid. Errors wrap ErrUser.
+// ncclrun's own gid. A uid or gid of (uid_t)-1 names nobody. Errors wrap
+// ErrUser.
 func ResolveUser(spec string) (User, error) {
+	c, err := resolveUser(spec)
+	switch {
+	case err != nil:
+		return User{}, err
+	case c.UID == noID:
+		return User{}, fmt.Errorf("%w %q: uid %d is (uid_t)-1, not a user", ErrUser, spec, noID)
+	case c.GID == noID:
+		return User{}, fmt.Errorf("%w %q: gid %d is (gid_t)-1, not a group", ErrUser, spec, noID)
+	}
+	return c, nil
+}
+
+func resolveUser(spec string) (User, error) {
 	name, group, hasGroup := strings.Cut(spec, ":")
 	if name == "" || (hasGroup && group == "") {
 		return User{}, fmt.Errorf("%w %q: want USER or USER:GROUP", ErrUser, spec)
@@ -57,23 +71,14 @@ func ResolveUser(spec string) (User, error) {
 		}
 		c.UID, c.GID = uint32(uid), uint32(gid)
 	}
-	if c.UID == noID {
-		return User{}, fmt.Errorf("%w %q: uid %d is (uid_t)-1, not a user", ErrUser, spec, noID)
-	}
 	if hasGroup {
 		gid, err := resolveGroup(group)
 		if err != nil {
 			return User{}, fmt.Errorf("%w %q: %w", ErrUser, spec, err)
 		}
-		if gid == noID {
-			return User{}, fmt.Errorf("%w %q: gid %d is (gid_t)-1, not a group", ErrUser, spec, noID)
-		}
 		c.GID = gid
 		c.Groups = []uint32{gid}
 		return c, nil
-	}
-	if c.GID == noID {
-		return User{}, fmt.Errorf("%w %q: gid %d is (gid_t)-1, not a group", ErrUser, spec, noID)
 	}
 	c.Groups = []uint32{}
 	if u != nil {
