@@ -18,14 +18,10 @@ type checkedStdout struct {
 
 func (c *checkedStdout) Write(p []byte) (int, error) {
 	n, err := c.w.Write(p)
-	c.note(err)
-	return n, err
-}
-
-func (c *checkedStdout) note(err error) {
 	if c.err == nil {
 		c.err = err
 	}
+	return n, err
 }
 
 // outputFailure is the status of a command whose stdout failed: err as
