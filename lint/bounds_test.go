@@ -36,9 +36,7 @@ func TestAliasBomb(t *testing.T) {
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "a-bomb.yaml"), bomb(100))
 	writeFile(t, filepath.Join(dir, "b-cycle.yaml"), "kind: List\nitems: &l [*l]\n")
-	trap, err := os.ReadFile("testdata/rules/trap.yaml")
-	require.NoError(t, err)
-	writeFile(t, filepath.Join(dir, "c-trap.yaml"), string(trap))
+	writeFile(t, filepath.Join(dir, "c-trap.yaml"), trapYAML(t))
 	rep := Paths([]string{dir}, nil)
 	require.Len(t, rep.Errors, 2)
 	for _, e := range rep.Errors {
@@ -58,7 +56,7 @@ services:
 	for _, s := range []string{"a", "b", "c", "d", "e", "f", "g", "h"} {
 		compose += "  " + s + ":\n    <<: *defaults\n    environment: *env\n    cap_add: [IPC_LOCK]\n    gpus: all\n"
 	}
-	rep, err = CheckBytes("compose.yaml", []byte(compose))
+	rep, err := CheckBytes("compose.yaml", []byte(compose))
 	require.NoError(t, err)
 	assert.Len(t, rep.Containers, 8)
 
@@ -79,9 +77,7 @@ services:
 // an error.
 func TestSymlinkedManifests(t *testing.T) {
 	root := t.TempDir()
-	trap, err := os.ReadFile("testdata/rules/trap.yaml")
-	require.NoError(t, err)
-	writeFile(t, filepath.Join(root, "data", "pod.yaml"), string(trap))
+	writeFile(t, filepath.Join(root, "data", "pod.yaml"), trapYAML(t))
 	dir := filepath.Join(root, "mount")
 	require.NoError(t, os.MkdirAll(dir, 0o755))
 	require.NoError(t, os.Symlink("../data/pod.yaml", filepath.Join(dir, "pod.yaml")))
@@ -102,9 +98,7 @@ func TestSymlinkedManifests(t *testing.T) {
 // dot-directory (.git) is not read.
 func TestConfigMapVolume(t *testing.T) {
 	vol := t.TempDir()
-	trap, err := os.ReadFile("testdata/rules/trap.yaml")
-	require.NoError(t, err)
-	writeFile(t, filepath.Join(vol, "..2026_12_02_15_00_00.1", "pod.yaml"), string(trap))
+	writeFile(t, filepath.Join(vol, "..2026_12_02_15_00_00.1", "pod.yaml"), trapYAML(t))
 	require.NoError(t, os.Symlink("..2026_12_02_15_00_00.1", filepath.Join(vol, "..data")))
 	require.NoError(t, os.Symlink("..data/pod.yaml", filepath.Join(vol, "pod.yaml")))
 	writeFile(t, filepath.Join(vol, ".git", "x.yaml"), "{")
@@ -134,9 +128,8 @@ func TestSizeCaps(t *testing.T) {
 
 	// Five files of 15 MiB of comments after a pod: the fifth passes the
 	// run's 64 MiB.
-	trap, err := os.ReadFile("testdata/rules/trap.yaml")
-	require.NoError(t, err)
-	pad := string(trap) + "#" + strings.Repeat("x", 15<<20-len(trap)) + "\n"
+	trap := trapYAML(t)
+	pad := trap + "#" + strings.Repeat("x", 15<<20-len(trap)) + "\n"
 	var paths []string
 	for _, n := range []string{"1", "2", "3", "4", "5"} {
 		p := filepath.Join(dir, n+".yaml")
@@ -198,13 +191,19 @@ func indent(s, pad string) string {
 // TestSymlinkedDirArgument: a directory given through a symlink is read.
 func TestSymlinkedDirArgument(t *testing.T) {
 	root := t.TempDir()
-	trap, err := os.ReadFile("testdata/rules/trap.yaml")
-	require.NoError(t, err)
-	writeFile(t, filepath.Join(root, "real", "pod.yaml"), string(trap))
+	writeFile(t, filepath.Join(root, "real", "pod.yaml"), trapYAML(t))
 	link := filepath.Join(root, "link")
 	require.NoError(t, os.Symlink("real", link))
 	rep := Paths([]string{link}, nil)
 	require.Empty(t, rep.Errors)
 	require.Len(t, rep.Containers, 1)
 	assert.Equal(t, filepath.Join(link, "pod.yaml"), rep.Findings[0].File)
+}
+
+// trapYAML is the trap pod (testdata/rules/trap.yaml): one error finding.
+func trapYAML(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile("testdata/rules/trap.yaml")
+	require.NoError(t, err)
+	return string(b)
 }
