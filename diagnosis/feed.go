@@ -39,9 +39,8 @@ type Matcher struct {
 	facts Facts
 
 	// Feed's scratch, owned by the feeding goroutine.
-	stamp []uint32
-	gen   uint32
-	cand  []int32
+	scan automatonScan
+	cand []int32
 	// filter is the gram filter over the patterns that can still change
 	// the result (the catalog's until a marker is seen, then this
 	// matcher's own without the seen markers); nofilter turns it off
@@ -93,7 +92,7 @@ func NewMatcherWith(c *Catalog, f Facts) *Matcher {
 	return &Matcher{
 		cat:     c,
 		facts:   f,
-		stamp:   make([]uint32, c.ncand),
+		scan:    newAutomatonScan(c),
 		room:    newRoom(),
 		filter:  c.filter,
 		markers: make([]bool, len(c.pats)),
@@ -119,16 +118,18 @@ func (m *Matcher) Feed(line []byte) *Diagnosis {
 
 // FeedAll is Feed returning every cause this line made visible (nil for
 // most lines).
-func (m *Matcher) FeedAll(line []byte) []Diagnosis { return m.feedAll(line, -1) }
+func (m *Matcher) FeedAll(line []byte) []Diagnosis { return m.feedAll(line, -1, nil) }
 
 // feedAll is FeedAll; from >= 0 says that a filter of m's (or one with
 // more literals) hit a window of line already (hitLines), and where in the
 // line the literals it may hold start (gramFilter.from), so that the
-// filter is not run again and the automaton reads the line from there.
+// filter is not run again and the automaton reads the line from there;
+// pre, when not nil, is what the automaton found from there already
+// (feedJob.scan, on another goroutine), which is not looked for again.
 // Running on without the filter gives FeedAll's result whether the filter
 // would pass the line or not: it only decides whether, and from where,
 // the automaton may find a literal that can change the result.
-func (m *Matcher) feedAll(line []byte, from int) []Diagnosis {
+func (m *Matcher) feedAll(line []byte, from int, pre []int32) []Diagnosis {
 	m.lineNo++
 	if len(line) > MaxLine {
 		var skipped int
@@ -163,7 +164,11 @@ func (m *Matcher) feedAll(line []byte, from int) []Diagnosis {
 	}
 	followed := fromMemo && e.sum
 	if !fromMemo {
-		cand = m.candidates(line, from)
+		if pre != nil {
+			cand = m.candidatesOf(line, pre)
+		} else {
+			cand = m.candidates(line, from)
+		}
 		followed = m.sawSummary
 		if e != nil {
 			e.store(line, cand, m.sawSummary)
@@ -278,29 +283,29 @@ func (m *Matcher) unsureHost(st *state) bool {
 // only one of a marker seen already may (feedAll), and that one changes
 // nothing.
 func (m *Matcher) candidates(line []byte, from int) []int32 {
-	m.gen++
-	if m.gen == 0 {
-		clear(m.stamp)
-		m.gen = 1
-	}
-	m.cand = m.cat.automaton().scan(line[min(from, len(line)):], m.stamp, m.gen, m.cand[:0])
+	m.cand = m.scan.run(line, from, m.cand[:0])
+	return m.candidatesOf(line, m.cand)
+}
+
+// candidatesOf is candidates given what the automaton found in line
+// (automatonScan.run), which it filters and sorts in place.
+func (m *Matcher) candidatesOf(line []byte, cand []int32) []int32 {
 	m.sawSummary = false
-	if n := int32(len(m.cat.pats)); len(m.cand) > 0 {
+	if n := int32(len(m.cat.pats)); len(cand) > 0 {
 		// A torchrun summary line (torchrun.go) is followed, not matched.
 		k := 0
-		for _, pi := range m.cand {
+		for _, pi := range cand {
 			if pi < n {
-				m.cand[k] = pi
+				cand[k] = pi
 				k++
 			}
 		}
-		if k < len(m.cand) {
+		if k < len(cand) {
 			m.sum.see(line, m.lineNo)
 			m.sawSummary = true
-			m.cand = m.cand[:k]
+			cand = cand[:k]
 		}
 	}
-	cand := m.cand
 	// Insertion sort: candidates are few; pattern index order is priority order.
 	for i := 1; i < len(cand); i++ {
 		for j := i; j > 0 && cand[j] < cand[j-1]; j-- {

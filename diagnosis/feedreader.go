@@ -67,6 +67,12 @@ type feedJob struct {
 
 	hits []feedHit // the lines of lines in which the filter hit
 	tail int       // newlines in lines after the last hit
+	// cands holds what the automaton found in each hit line from its
+	// from on (feedHit.cand), when a worker scanned the job: the
+	// automaton is most of the matcher's cost on lines the memo has not
+	// seen (WARN lines of ever new processes), and its result depends on
+	// the line alone.
+	cands []int32
 	// taken is set by whoever scans the job (the parallel path): a
 	// worker, which then signals done, or the feeder itself when it gets
 	// to the job first.
@@ -76,14 +82,23 @@ type feedJob struct {
 
 // feedHit is a line of a job's lines that the filter passed: its bounds
 // in lines, and how many lines came before it since the previous hit.
-// from is where in the line its literals may start (gramFilter.from).
-type feedHit struct{ before, start, end, from int }
+// from is where in the line its literals may start (gramFilter.from);
+// cands[cand0:cand1] of its job is what the automaton found from there
+// (cand1 < 0: not looked for).
+type feedHit struct{ before, start, end, from, cand0, cand1 int }
 
-// scan fills j.hits and j.tail with filter f.
-func (j *feedJob) scan(f *gramFilter) {
-	j.hits = j.hits[:0]
+// scan fills j.hits and j.tail with filter f and, with an automaton scan
+// (not nil), j.cands.
+func (j *feedJob) scan(f *gramFilter, ac *automatonScan) {
+	j.hits, j.cands = j.hits[:0], j.cands[:0]
 	j.tail = hitLines(j.lines, func() *gramFilter { return f }, func(before, start, end, from int) {
-		j.hits = append(j.hits, feedHit{before: before, start: start, end: end, from: from})
+		h := feedHit{before: before, start: start, end: end, from: from, cand1: -1}
+		if ac != nil {
+			h.cand0 = len(j.cands)
+			j.cands = ac.run(j.lines[start:end], from, j.cands)
+			h.cand1 = len(j.cands)
+		}
+		j.hits = append(j.hits, h)
 	})
 }
 
@@ -120,7 +135,11 @@ func (m *Matcher) feedScanned(j *feedJob) {
 	}
 	for _, h := range j.hits {
 		m.lineNo += h.before
-		m.feedAll(j.lines[h.start:h.end], h.from)
+		var pre []int32
+		if h.cand1 >= 0 {
+			pre = j.cands[h.cand0:h.cand1:h.cand1]
+		}
+		m.feedAll(j.lines[h.start:h.end], h.from, pre)
 	}
 	m.lineNo += j.tail
 	if j.cut != nil {
@@ -154,7 +173,9 @@ func feedChunks(m *Matcher, r io.Reader, workers int) error {
 }
 
 func newFeedJob() *feedJob {
-	return &feedJob{buf: make([]byte, feedChunk), done: make(chan struct{}, 1)}
+	// cands is never nil, so that a hit the automaton found nothing in
+	// has an empty, not a nil, result.
+	return &feedJob{buf: make([]byte, feedChunk), cands: make([]int32, 0, 256), done: make(chan struct{}, 1)}
 }
 
 // readChunks reads r into the buffers of the jobs next returns, cuts what
@@ -268,11 +289,13 @@ func (p *feedPipe) run(r io.Reader) error {
 	}()
 	for range p.workers {
 		go func() {
+			ac := newAutomatonScan(p.m.cat)
+			ac.cache = new(scanCache)
 			// A job may come by twice (queued again after the feeder took
 			// it before this worker did): only the one that takes it scans.
 			for j := range p.work {
 				if j.taken.CompareAndSwap(false, true) {
-					j.scan(p.filter.Load())
+					j.scan(p.filter.Load(), &ac)
 					j.done <- struct{}{}
 				}
 			}
@@ -283,7 +306,7 @@ func (p *feedPipe) run(r io.Reader) error {
 		// The feeder scans a job no worker has taken yet instead of
 		// waiting: it is never idle while there is a chunk to scan.
 		if j.taken.CompareAndSwap(false, true) {
-			j.scan(p.m.filter)
+			j.scan(p.m.filter, nil) // feedAll runs the automaton on its hits
 		} else {
 			<-j.done
 		}
@@ -303,7 +326,7 @@ func (p *feedPipe) run(r io.Reader) error {
 func (m *Matcher) feedLines(b []byte) {
 	m.lineNo += hitLines(b, m.currentFilter, func(before, start, end, from int) {
 		m.lineNo += before
-		m.feedAll(b[start:end], from)
+		m.feedAll(b[start:end], from, nil)
 	})
 }
 
@@ -342,7 +365,7 @@ func (m *Matcher) FeedChunk(p []byte, shed func(line []byte) bool, found func([]
 			size += len(line)
 			return
 		}
-		if ds := m.feedAll(line, from); len(ds) > 0 && found != nil {
+		if ds := m.feedAll(line, from, nil); len(ds) > 0 && found != nil {
 			found(ds)
 		}
 	}
