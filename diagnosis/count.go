@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"hash/maphash"
 	"strings"
+
+	"github.com/ncclrun/ncclrun/internal/printable"
 )
 
 // state is one cause being collected. Everything it remembers per process,
@@ -306,7 +308,7 @@ func (m *Matcher) addPeer(st *state, p *cpattern, line []byte) {
 	if sm == nil || sm[2*p.peerGroup] < 0 {
 		return
 	}
-	peer := string(line[sm[2*p.peerGroup]:sm[2*p.peerGroup+1]])
+	peer := printable.String(string(line[sm[2*p.peerGroup]:sm[2*p.peerGroup+1]]))
 	peer = strings.Trim(peer, "[]")
 	if i := strings.IndexByte(peer, '<'); i > 0 && strings.HasSuffix(peer, ">") {
 		peer = peer[:i] + ":" + peer[i+1:len(peer)-1]

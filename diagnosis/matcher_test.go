@@ -471,3 +471,46 @@ func TestSuppression(t *testing.T) {
 	assert.Equal(t, "rdma-device", d.ID)
 	assert.Equal(t, []string{"rdma-device"}, ids(m.Diagnoses()))
 }
+
+// TestQuotedTextPrintable: what a diagnosis quotes of the log (its first
+// line, a lost peer, a kubectl pod's name, torchrun's hostname, the
+// program's exception) shows control characters as escapes: ncclrun
+// prints it to a terminal, where an escape sequence planted in a log must
+// not act.
+func TestQuotedTextPrintable(t *testing.T) {
+	for _, tc := range []struct {
+		name, log, want string
+	}{
+		{"first line", "n1:1:2 [0] transport/net_ib.cc:1295 NCCL WARN Call to ibv_reg_mr failed with error \x1b]0;pwned\x07Cannot allocate memory\n",
+			`\x1b]0;pwned\x07Cannot`},
+		{"lost peer", "n2:5:6 [0] misc/socket.cc:50 NCCL WARN socketProgress: Connection closed by remote peer g\x1b[31mpu-2<48730>\n",
+			`g\x1b[31mpu-2`},
+		{"pod", "[pod/ev\x1b[2Jil/c] NCCL WARN Call to ibv_reg_mr failed with error Cannot allocate memory\n",
+			`ev\x1b[2Jil`},
+		{"torchrun hostname", summaryEntry(0, "no\x1b[2Jde", 0, 1234, "RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1275, unhandled system error", "Last error:", "Call to ibv_reg_mr failed with error Cannot allocate memory"),
+			`no\x1b[2Jde`},
+		{"exception", "Traceback (most recent call last):\nKeyError: 'st\x1b[2Jep'\nn2:5:6 [0] misc/socket.cc:50 NCCL WARN socketProgress: Connection closed by remote peer gpu-2<48730>\n",
+			`KeyError: 'st\x1b[2Jep'`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := NewMatcher(Facts{})
+			for _, l := range strings.SplitAfter(tc.log, "\n") {
+				m.Feed([]byte(l))
+			}
+			var texts []string
+			for _, d := range m.Diagnoses() {
+				texts = append(texts, d.FirstLine)
+				texts = append(texts, d.Peers...)
+				texts = append(texts, d.Hosts...)
+			}
+			if f := m.FirstFailure(); f != nil {
+				texts = append(texts, f.Line, f.Host)
+			}
+			assert.Contains(t, strings.Join(texts, "\n"), tc.want)
+			for _, s := range texts {
+				assert.NotContains(t, s, "\x1b", "%q", s)
+				assert.NotContains(t, s, "\x07", "%q", s)
+			}
+		})
+	}
+}

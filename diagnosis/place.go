@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"strconv"
 	"strings"
+
+	"github.com/ncclrun/ncclrun/internal/printable"
 )
 
 // Where a line came from, beyond NCCL's own prefix (parse.go): the rank
@@ -77,7 +79,7 @@ func placeOf(line []byte, pl Line) Place {
 	}
 	if p.Host == "" {
 		if m := podTagRe().FindSubmatch(bytes.TrimLeft(line, " \t")); m != nil {
-			p.Host = string(m[1])
+			p.Host = printable.String(string(m[1]))
 		}
 	}
 	if pl.Time != "" {

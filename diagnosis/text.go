@@ -1,9 +1,12 @@
 package diagnosis
 
 import (
+	"bytes"
 	"fmt"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/ncclrun/ncclrun/internal/printable"
 )
 
 // maxFirstLine bounds Diagnosis.FirstLine.
@@ -76,8 +79,7 @@ func firstLine(p *cpattern, line []byte, pl Line) string {
 			b = stripCollector(b)
 		}
 	}
-	s := strings.TrimSpace(strings.ToValidUTF8(string(b), "\uFFFD"))
-	return cut(s, maxFirstLine)
+	return cut(printable.String(string(bytes.TrimSpace(b))), maxFirstLine)
 }
 
 // ListedHosts is how many hosts Reach names before "and N more".

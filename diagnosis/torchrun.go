@@ -3,6 +3,8 @@ package diagnosis
 import (
 	"bytes"
 	"strconv"
+
+	"github.com/ncclrun/ncclrun/internal/printable"
 )
 
 // torchrun's failure summary (torch/distributed/elastic/multiprocessing/
@@ -63,7 +65,7 @@ func (s *summary) see(line []byte, lineNo int) {
 		}
 		*s = summary{last: lineNo}
 		if string(h) != "localhost" && len(h) > 0 {
-			s.hostName = string(h)
+			s.hostName = printable.String(string(h))
 			s.host = hashString(s.hostName)
 		}
 	case bytes.HasPrefix(b, []byte(summaryExit)):

@@ -260,6 +260,25 @@ func TestText(t *testing.T) {
 	assert.True(t, strings.HasSuffix(b.String(), "\n10 containers checked: 3 error(s), 4 warning(s), 0 info\n"), b.String())
 }
 
+// TestTextPrintable: the text report shows the control characters of the
+// names it quotes from a manifest (file, object, container) as escapes,
+// so that a manifest cannot drive the terminal that reads the report.
+func TestTextPrintable(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "ev\x1b[2Jil")
+	require.NoError(t, os.Mkdir(dir, 0o755))
+	manifest := "apiVersion: v1\nkind: Pod\nmetadata:\n  name: \"p\\e]0;pwned\\x07od\"\nspec:\n  containers:\n  - name: \"tr\\e[2Jainer\"\n" +
+		"    securityContext:\n      runAsUser: 1000\n      capabilities:\n        add: [\"IPC_LOCK\"]\n        drop: [\"ALL\"]\n"
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "pod.yaml"), []byte(manifest), 0o644))
+	var b bytes.Buffer
+	require.NoError(t, WriteText(&b, lintPath(t, dir)))
+	out := b.String()
+	assert.Contains(t, out, `ev\x1b[2Jil`)
+	assert.Contains(t, out, `Pod/p\x1b]0;pwned\x07od`)
+	assert.Contains(t, out, `container tr\x1b[2Jainer`)
+	assert.NotContains(t, out, "\x1b")
+	assert.NotContains(t, out, "\x07")
+}
+
 // TestGolden: the JSON and SARIF of testdata/rules and testdata/compose
 // (go test ./lint -run Golden -update rewrites them).
 func TestGolden(t *testing.T) {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/ncclrun/ncclrun/internal/printable"
 )
 
 // WriteJSON writes {"findings": [...]} (docs/contract.md "lint").
@@ -22,7 +24,10 @@ func WriteJSON(w io.Writer, r Report) error {
 }
 
 // WriteText writes a table a person reads, grouped by file and object; a
-// clean run is one line.
+// clean run is one line. What it quotes from the inputs (a file's,
+// object's or container's name, in the messages and fixes too) goes
+// through printable.String: a terminal shows their control characters,
+// and does not act on them.
 func WriteText(w io.Writer, r Report) error {
 	var b strings.Builder
 	file, object := "", ""
@@ -32,24 +37,24 @@ func WriteText(w io.Writer, r Report) error {
 				b.WriteString("\n")
 			}
 			file, object = f.File, ""
-			b.WriteString(f.File + "\n")
+			b.WriteString(printable.String(f.File) + "\n")
 		}
 		if f.Object != object {
 			object = f.Object
-			b.WriteString("  " + f.Object + "\n")
+			b.WriteString("  " + printable.String(f.Object) + "\n")
 		}
-		fmt.Fprintf(&b, "    %d:%s %-7s  %-17s %s\n", f.Line, pad(f.Line), f.Severity, f.ID, "container "+f.Container)
-		b.WriteString(wrap(f.Message, "      ", "      ", 96))
+		fmt.Fprintf(&b, "    %d:%s %-7s  %-17s %s\n", f.Line, pad(f.Line), f.Severity, f.ID, "container "+printable.String(f.Container))
+		b.WriteString(wrap(printable.String(f.Message), "      ", "      ", 96))
 		if f.Fix != "" {
 			b.WriteString("      fix:\n")
 			for _, l := range strings.Split(f.Fix, "\n") {
-				b.WriteString("        " + l + "\n")
+				b.WriteString("        " + printable.String(l) + "\n")
 			}
 		}
 		if len(f.Assumed) > 0 {
 			b.WriteString("      assumed (check with `ncclrun doctor` in the pod):\n")
 			for _, a := range f.Assumed {
-				b.WriteString(wrap("- "+a, "        ", "          ", 96))
+				b.WriteString(wrap("- "+printable.String(a), "        ", "          ", 96))
 			}
 		}
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/ncclrun/ncclrun/internal/printable"
 	"github.com/ncclrun/ncclrun/lint"
 )
 
@@ -60,7 +61,7 @@ func cmdLint(c *cli.Context, e *env) error {
 	// The inputs that could not be read are said whether or not the
 	// report could be written.
 	for _, ie := range rep.Errors {
-		fprintf(e.stderr, "ncclrun: lint: %v\n", ie)
+		fprintf(e.stderr, "ncclrun: lint: %s\n", printable.String(ie.Error()))
 	}
 	if err != nil {
 		return fmt.Errorf("write lint %s: %w", format, err)
