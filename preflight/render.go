@@ -7,12 +7,16 @@ import (
 	"strings"
 
 	"github.com/ncclrun/ncclrun/internal/advice"
+	"github.com/ncclrun/ncclrun/internal/printable"
 	"github.com/ncclrun/ncclrun/internal/units"
 )
 
 // How a Report reads as text: doctor's table (WriteTable) and run's
 // messages for the checks that warned or failed (WriteChecks). The caller
-// owns the stream; these only lay out the words, each in one Write.
+// owns the stream; these only lay out the words, each in one Write. What
+// a check quotes of the files it read (a tree under --root may be anyone's
+// snapshot) goes through printable.String: a terminal shows its control
+// characters, and does not act on them.
 
 // tableWidth is the width doctor's table is wrapped to.
 const tableWidth = 100
@@ -25,7 +29,7 @@ func (r Report) WriteTable(w io.Writer) error {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "environment: %s", r.Environment.Kind)
 	if r.Environment.Reason != "" {
-		fmt.Fprintf(&b, " (%s)", r.Environment.Reason)
+		fmt.Fprintf(&b, " (%s)", printable.String(r.Environment.Reason))
 	}
 	b.WriteString("\n\n")
 	idw, stw := len("CHECK"), len("STATUS")
@@ -48,7 +52,7 @@ func (r Report) WriteTable(w io.Writer) error {
 	row("CHECK", "STATUS", "SUMMARY")
 	fixOf := map[string]string{}
 	for _, c := range r.Checks {
-		row(c.ID, string(c.Status), oneLine(c.Summary))
+		row(c.ID, string(c.Status), oneLine(printable.String(c.Summary)))
 		if c.Fix == "" || (c.Status != Warn && c.Status != Fail) {
 			continue
 		}
@@ -57,7 +61,7 @@ func (r Report) WriteTable(w io.Writer) error {
 			continue
 		}
 		fixOf[c.Fix] = c.ID
-		for i, alt := range advice.Alternatives(oneLine(c.Fix)) {
+		for i, alt := range advice.Alternatives(oneLine(printable.String(c.Fix))) {
 			lead, more := "fix: ", "     "
 			if i > 0 {
 				lead, more = "", "   "
@@ -87,9 +91,9 @@ func (r Report) WriteChecks(w io.Writer, want ...Status) error {
 			if c.Status != s {
 				continue
 			}
-			b.Write(advice.Message("", c.ID+": "+c.Summary))
+			b.Write(advice.Message("", c.ID+": "+printable.String(c.Summary)))
 			if !written[c.Fix] && c.Fix != "" {
-				b.Write(advice.Message("  ", advice.Layout(c.Fix, "fix: ", "     ")))
+				b.Write(advice.Message("  ", advice.Layout(printable.String(c.Fix), "fix: ", "     ")))
 			}
 			written[c.Fix] = true
 		}

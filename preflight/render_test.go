@@ -33,3 +33,21 @@ func TestMemlockState(t *testing.T) {
 		assert.Equal(t, tc.want, tc.cs.MemlockState())
 	}
 }
+
+// TestRenderPrintable: doctor's table and run's check lines show the
+// control characters a check quotes from the files it read (a snapshot
+// under --root may be anyone's) as escapes.
+func TestRenderPrintable(t *testing.T) {
+	r := Report{Environment: Environment{Kind: "docker", Reason: "/.dockerenv\x1b]0;x\x07"}, Checks: []Result{
+		{ID: "nccl-env", Status: Warn, Summary: "NCCL_SOCKET_IFNAME=\x1b[2Jeth0 from /etc/nccl.conf", Fix: "unset \x1b[2J"},
+	}}
+	var table, checks bytes.Buffer
+	require.NoError(t, r.WriteTable(&table))
+	require.NoError(t, r.WriteChecks(&checks, Warn))
+	for _, out := range []string{table.String(), checks.String()} {
+		assert.Contains(t, out, `NCCL_SOCKET_IFNAME=\x1b[2Jeth0`)
+		assert.Contains(t, out, `unset \x1b[2J`)
+		assert.NotContains(t, out, "\x1b")
+		assert.NotContains(t, out, "\x07")
+	}
+}
