@@ -88,12 +88,14 @@ type feedJob struct {
 type feedHit struct{ before, start, end, from, cand0, cand1 int }
 
 // scan fills j.hits and j.tail with filter f and, with an automaton scan
-// (not nil), j.cands.
+// (not nil), j.cands. A line longer than MaxLine is left to feedAll,
+// which reads only its shown part (shownPart): the automaton over the
+// whole line would find literals past the cut.
 func (j *feedJob) scan(f *gramFilter, ac *automatonScan) {
 	j.hits, j.cands = j.hits[:0], j.cands[:0]
 	j.tail = hitLines(j.lines, func() *gramFilter { return f }, func(before, start, end, from int) {
 		h := feedHit{before: before, start: start, end: end, from: from, cand1: -1}
-		if ac != nil {
+		if ac != nil && end-start <= MaxLine {
 			h.cand0 = len(j.cands)
 			j.cands = ac.run(j.lines[start:end], from, j.cands)
 			h.cand1 = len(j.cands)
