@@ -184,10 +184,19 @@ func (m *Matcher) noteRemoteWarn(line []byte) {
 	m.remoteWarn = append(m.remoteWarn[:0], msg...)
 	// Lines without a host that repeated it before it came (another
 	// pipe's lines can arrive first) were judged as this host's: they
-	// were that host's.
+	// were that host's. A sighting keeps its first line as quoted
+	// (printable), so msg is compared as quoted too.
+	quoted := ""
 	for _, st := range m.order {
 		for i := range st.sights {
-			if s := &st.sights[i]; s.local && s.hostless && strings.Contains(s.firstLine, string(msg)) {
+			s := &st.sights[i]
+			if !s.local || !s.hostless {
+				continue
+			}
+			if quoted == "" {
+				quoted = printable.String(string(msg))
+			}
+			if strings.Contains(s.firstLine, quoted) {
 				s.repeat = true
 			}
 		}
