@@ -7,6 +7,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/ncclrun/ncclrun/internal/printable"
 	"github.com/ncclrun/ncclrun/preflight"
 )
 
@@ -38,7 +39,10 @@ func cmdEnv(c *cli.Context, e *env) error {
 	for _, a := range added {
 		fmt.Fprintf(&b, "export %s=%s", a.Name, shellQuote(a.Value))
 		if a.Reason != "" {
-			b.WriteString("  # " + strings.Join(strings.Fields(a.Reason), " "))
+			// A reason may name what preflight read (a device of a --root
+			// tree): quoted as printable text, unlike the value, which the
+			// shell needs as it is.
+			b.WriteString("  # " + printable.String(strings.Join(strings.Fields(a.Reason), " ")))
 		}
 		b.WriteString("\n")
 	}

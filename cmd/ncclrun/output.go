@@ -5,6 +5,7 @@ import (
 	"io"
 
 	"github.com/ncclrun/ncclrun/diagnosis"
+	"github.com/ncclrun/ncclrun/internal/printable"
 	"github.com/ncclrun/ncclrun/preflight"
 )
 
@@ -15,10 +16,11 @@ import (
 
 // printTreeWarnings prints one line per file of a --root tree that
 // preflight refused to read (a FIFO, a device, a link out of the tree, a
-// file over the size bound).
+// file over the size bound). The path is the tree's, which may be
+// anyone's snapshot: it is quoted as printable text.
 func printTreeWarnings(w io.Writer, r preflight.Report) {
 	for _, m := range r.Warnings {
-		fprintf(w, "ncclrun: warning: --root: %s\n", m)
+		fprintf(w, "ncclrun: warning: --root: %s\n", printable.String(m))
 	}
 }
 
