@@ -179,8 +179,8 @@ func (a *ahoCorasick) scan(b []byte, stamp []uint32, gen uint32, dst []int32) []
 
 // automatonScan runs a catalog's automaton over lines with scratch of its
 // own: one per goroutine that scans (a Matcher's feeding goroutine,
-// FeedReader's workers). With a cache (FeedReader's workers), it
-// remembers what it found in the last texts it scanned.
+// FeedReader's workers). With a cache, it remembers what it found in
+// recent texts.
 type automatonScan struct {
 	cat   *Catalog
 	stamp []uint32 // by pattern index: gen when added to this line's result
@@ -225,7 +225,11 @@ func (s *automatonScan) run(line []byte, from int, dst []int32) []int32 {
 // every line the filter passes, ahead of the matcher, whose memo makes
 // most of that work needless on a log of few distinct lines (the same
 // WARN from every rank): there a worker's scan costs a hash of the text.
-// At most scanCacheSlots texts of memoMaxLine bytes: 64 KiB a worker.
+// The matcher keeps one too (allocated with its memo), for the lines it
+// scans itself: keyed by the text from the filter's hit on, not by the
+// whole line as its memo is, it answers for the same WARN under every
+// rank's prefix. At most scanCacheSlots texts of memoMaxLine bytes: 64
+// KiB each.
 type scanCache [scanCacheSlots]scanSlot
 
 const scanCacheSlots = 256

@@ -152,7 +152,7 @@ func (m *Matcher) feedAll(line []byte, from int, pre []int32) []Diagnosis {
 	cand, fromMemo := m.cand[:0], false
 	if !m.nofilter && len(line) <= memoMaxLine {
 		if m.memo == nil {
-			m.memo, m.tails = new(memoTable), new(tailMemo)
+			m.memo, m.tails, m.scan.cache = new(memoTable), new(tailMemo), new(scanCache)
 		}
 		e, fromMemo = m.memo.lookup(line)
 		if fromMemo {

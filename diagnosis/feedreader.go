@@ -68,7 +68,7 @@ type feedJob struct {
 	hits []feedHit // the lines of lines in which the filter hit
 	tail int       // newlines in lines after the last hit
 	// cands holds what the automaton found in each hit line from its
-	// from on (feedHit.cand), when a worker scanned the job: the
+	// from on (feedHit.cand0 to cand1), when a worker scanned the job: the
 	// automaton is most of the matcher's cost on lines the memo has not
 	// seen (WARN lines of ever new processes), and its result depends on
 	// the line alone.

@@ -52,7 +52,7 @@ func (r Report) WriteTable(w io.Writer) error {
 	row("CHECK", "STATUS", "SUMMARY")
 	fixOf := map[string]string{}
 	for _, c := range r.Checks {
-		row(c.ID, string(c.Status), oneLine(printable.String(c.Summary)))
+		row(c.ID, string(c.Status), printable.String(oneLine(c.Summary)))
 		if c.Fix == "" || (c.Status != Warn && c.Status != Fail) {
 			continue
 		}
@@ -61,7 +61,7 @@ func (r Report) WriteTable(w io.Writer) error {
 			continue
 		}
 		fixOf[c.Fix] = c.ID
-		for i, alt := range advice.Alternatives(oneLine(printable.String(c.Fix))) {
+		for i, alt := range advice.Alternatives(printable.String(oneLine(c.Fix))) {
 			lead, more := "fix: ", "     "
 			if i > 0 {
 				lead, more = "", "   "
