@@ -3,6 +3,7 @@ package main
 import (
 	"time"
 
+	"github.com/ncclrun/ncclrun/internal/printable"
 	"github.com/ncclrun/ncclrun/internal/safefile"
 	"github.com/ncclrun/ncclrun/nccllog"
 )
@@ -34,6 +35,6 @@ func printExitWarnings(e *env, warns []string) {
 			fprintf(e.stderr, "ncclrun: warning: %d more files not read\n", len(warns)-i)
 			return
 		}
-		fprintf(e.stderr, "ncclrun: warning: %s\n", w)
+		fprintf(e.stderr, "ncclrun: warning: %s\n", printable.String(w)) // names CMD chose
 	}
 }

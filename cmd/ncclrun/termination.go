@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ncclrun/ncclrun/diagnosis"
+	"github.com/ncclrun/ncclrun/internal/printable"
 	"github.com/ncclrun/ncclrun/internal/safefile"
 	"github.com/ncclrun/ncclrun/nccllog"
 	"github.com/ncclrun/ncclrun/preflight"
@@ -60,7 +61,7 @@ func terminationText(ds []diagnosis.Diagnosis, first *diagnosis.Failure, code in
 		fmt.Fprintf(&b, "ncclrun: CMD exited with status %d; no NCCL failure found in its output\n", code)
 	}
 	if te != nil && te.Message != "" {
-		fmt.Fprintf(&b, "torchrun: first failure: %s\n", te.Message)
+		fmt.Fprintf(&b, "torchrun: first failure: %s\n", printable.String(te.Message))
 	}
 	return truncate(b.String(), limit)
 }
@@ -176,7 +177,7 @@ func strictText(rep preflight.Report, cmd string) string {
 		if c.Status != preflight.Fail {
 			continue
 		}
-		fmt.Fprintf(&b, "%s: %s\n", c.ID, c.Summary)
+		fmt.Fprintf(&b, "%s: %s\n", c.ID, printable.String(c.Summary))
 		if fix == "" {
 			fix = c.Fix
 		}
