@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/ncclrun/ncclrun/internal/testutil"
+	"github.com/ncclrun/ncclrun/nccllog"
 	"github.com/ncclrun/ncclrun/preflight"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -88,4 +89,17 @@ func TestEarlyExitText(t *testing.T) {
 			assert.Equal(t, tc.want, earlyExitText(tc.err, tc.rep, "train"))
 		})
 	}
+}
+
+// TestTerminationTextPrintable: the termination message (read by `kubectl
+// describe`) quotes torchrun's error message and a failed check's summary
+// with their control characters as escapes.
+func TestTerminationTextPrintable(t *testing.T) {
+	text := terminationText(nil, nil, 1, "", &nccllog.TorchrunError{Message: "KeyError: 'st\x1b[2Jep'"}, 4096)
+	assert.Contains(t, text, `KeyError: 'st\x1b[2Jep'`)
+	assert.NotContains(t, text, "\x1b")
+	rep := preflight.Report{Checks: []preflight.Result{{ID: "memlock", Status: preflight.Fail, Summary: "low \x1b]0;x\x07", Fix: "raise it"}}}
+	strict := strictText(rep, "train")
+	assert.Contains(t, strict, `memlock: low \x1b]0;x\x07`)
+	assert.NotContains(t, strict, "\x1b")
 }
