@@ -122,6 +122,17 @@ func Noise(line []byte) bool {
 	return isNoiseKind(m) && nccl(m) < 0
 }
 
+// NoiseFree reports whether p, any number of lines, holds no line Noise
+// calls noise; false when it may. A noise line holds infoTag, so p holds
+// none when it has no "INFO ": one search of p, which finds no start of
+// it in most lines of a WARN burst (NCCL lines rarely hold an 'I'),
+// instead of a Noise a line. Safe for concurrent use.
+func NoiseFree(p []byte) bool { return !bytes.Contains(p, infoWord) }
+
+// infoWord is the part of infoTag NoiseFree searches for: an 'I' is rare
+// in NCCL's lines, an 'N' is in every one ("NCCL").
+var infoWord = infoTag[len("NCCL "):]
+
 // nccl returns the index of the first "NCCL " of p, or -1.
 func nccl(p []byte) int {
 	for i := 0; ; {

@@ -41,6 +41,32 @@ func TestNoise(t *testing.T) {
 	}
 	for _, c := range cases {
 		assert.Equal(t, c.noise, Noise([]byte(c.line)), c.line)
+		if c.noise {
+			assert.False(t, NoiseFree([]byte(c.line)), "NoiseFree of a noise line: %s", c.line)
+		}
+	}
+}
+
+// TestNoiseFree: a chunk of lines without a noise line may be called free
+// of noise; one with a noise line anywhere never is.
+func TestNoiseFree(t *testing.T) {
+	warn := "gpu-node-00:31001:31098 [1] transport/net_ib.cc:1295 NCCL WARN NET/IB : Got completion from peer 10.1.0.2<53412> with status=12\n"
+	noise := "gpu-node-01:31010:31107 [2] NCCL INFO Channel 25/0 : 10[2] -> 11[3] via P2P/CUMEM/read\n"
+	for _, c := range []struct {
+		name  string
+		chunk string
+		free  bool
+	}{
+		{"empty", "", true},
+		{"WARN lines only", strings.Repeat(warn, 100), true},
+		{"a noise line first", noise + strings.Repeat(warn, 100), false},
+		{"a noise line last", strings.Repeat(warn, 100) + noise, false},
+		{"a noise line without its newline", warn + strings.TrimSuffix(noise, "\n"), false},
+		{"an INFO line that is not noise: may be", warn + "host:1:2 [0] NCCL INFO NET/IB : No device found.\n", false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			assert.Equal(t, c.free, NoiseFree([]byte(c.chunk)))
+		})
 	}
 }
 

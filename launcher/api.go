@@ -39,6 +39,12 @@ type Tap interface {
 	// from several goroutines at once and must be cheap: it runs on
 	// every line the relay sheds.
 	Noise(line []byte) bool
+	// NoiseFree reports whether p, whole lines, holds no line Noise calls
+	// noise (false when it may): the relay then keeps or counts the lines
+	// of a chunk the queue cannot take without asking Noise of each. It is
+	// called as Noise is, once a chunk: one scan of it, where Noise of
+	// each line would cost the relay as much as the read it came from.
+	NoiseFree(p []byte) bool
 }
 
 // MaxLine is the longest line handed to Tap.Lines.

@@ -238,7 +238,7 @@ func (t *tap) push(c *tapChunk) {
 	if t.queued.Load()+c.held() <= tapQueueBytes && len(t.ch) < tapQueueLen && t.send(c) {
 		return
 	}
-	kept, shed := keepLines(c.p, t.to.Noise)
+	kept, shed := t.keepLines(c.p)
 	t.shed.Add(int64(shed))
 	k := &tapChunk{s: c.s, p: kept, buf: c.buf, sorted: true}
 	if c.buf != nil && len(kept) < tapBufMin {
@@ -273,6 +273,15 @@ func (t *tap) send(c *tapChunk) bool {
 }
 
 var newline = []byte{'\n'}
+
+// keepLines is keepLines of p with the Tap's Noise, which is not asked
+// when the Tap says p holds no noise (a burst of WARN lines).
+func (t *tap) keepLines(p []byte) (kept []byte, shed int) {
+	if t.to.NoiseFree(p) {
+		return p, 0
+	}
+	return keepLines(p, t.to.Noise)
+}
 
 // keepLines moves the lines of p (each ending in a newline) that noise
 // does not call noise to the front of p and returns them, with the number
@@ -344,7 +353,7 @@ func (t *tap) consume() {
 				drainStart = now
 			}
 			if drainLines >= tapDrainLines && now.Sub(drainStart) >= t.drainTime {
-				kept, shed := keepLines(p, t.to.Noise)
+				kept, shed := t.keepLines(p)
 				t.shed.Add(int64(shed))
 				t.lost.Add(int64(bytes.Count(kept, newline)))
 				t.queued.Add(-c.held())

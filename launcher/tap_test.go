@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -24,13 +25,16 @@ import (
 const writeSize = 64 << 10
 
 // lineTap is a Tap that hands each line, without its newline, to line;
-// noise nil calls no line noise.
+// noise nil calls no line noise. noiseFree, when set, is NoiseFree (else
+// no chunk is said to be free of noise unless noise is nil).
 type lineTap struct {
-	line  func(s Stream, line []byte)
-	noise func(line []byte) bool
+	line      func(s Stream, line []byte)
+	noise     func(line []byte) bool
+	noiseFree func(p []byte) bool
 }
 
 func (lt lineTap) Lines(s Stream, p []byte, behind bool) (shed int) {
+	behind = behind && !lt.NoiseFree(p)
 	for len(p) > 0 {
 		i := bytes.IndexByte(p, '\n')
 		if behind && lt.Noise(p[:i]) {
@@ -44,6 +48,10 @@ func (lt lineTap) Lines(s Stream, p []byte, behind bool) (shed int) {
 }
 
 func (lt lineTap) Noise(line []byte) bool { return lt.noise != nil && lt.noise(line) }
+
+func (lt lineTap) NoiseFree(p []byte) bool {
+	return lt.noise == nil || lt.noiseFree != nil && lt.noiseFree(p)
+}
 
 // infoNoise is the tests' noise: NCCL INFO lines.
 func infoNoise(line []byte) bool { return bytes.Contains(line, []byte(" NCCL INFO ")) }
@@ -138,6 +146,33 @@ func TestTapKeepsEveryWarnLineOfABurst(t *testing.T) {
 			assert.Equal(t, int64(600_000-warns), shed+int64(info), "every INFO line was delivered or shed")
 		})
 	}
+}
+
+// TestTapNoiseFreeBurst: while the queue is full, a chunk the Tap calls
+// free of noise (a burst of WARN lines) is kept or counted lost whole,
+// without a Noise call for each of its lines; every line is delivered or
+// counted, none shed.
+func TestTapNoiseFreeBurst(t *testing.T) {
+	data, warns := burst(40_000, 1) // WARN lines only: more than the queue and its reserve hold
+	out := &countWriter{want: len(data), full: make(chan struct{})}
+	var once sync.Once
+	var noiseCalls atomic.Int64
+	got := 0
+	tp := newTap(lineTap{line: func(Stream, []byte) {
+		once.Do(func() { <-out.full })
+		got++
+	}, noise: func(line []byte) bool {
+		noiseCalls.Add(1)
+		return infoNoise(line)
+	}, noiseFree: func(p []byte) bool { return !bytes.Contains(p, []byte(" NCCL INFO ")) }})
+	tp.drainTime = time.Hour
+	relayBurst(t, data, writeSize, out, tp)
+	shed, lost := tp.close()
+	require.Equal(t, len(data), out.n, "the relay is never cut")
+	assert.Zero(t, noiseCalls.Load(), "Noise is not asked of a chunk free of noise")
+	assert.Zero(t, shed)
+	assert.Positive(t, lost, "the burst outgrew the queue and its reserve")
+	assert.Equal(t, int64(warns), int64(got)+lost, "every line was delivered or counted lost")
 }
 
 // TestTapKeepsALongLineWhileBehind: a line that is not noise, up to

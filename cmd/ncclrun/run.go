@@ -280,6 +280,10 @@ func (w *watch) Lines(_ launcher.Stream, p []byte, behind bool) int { return w.F
 // other line (WARN lines, errors) is kept.
 func (w *watch) Noise(line []byte) bool { return diagnosis.Noise(line) }
 
+// NoiseFree is launcher.Tap.NoiseFree: a chunk without "INFO " holds no
+// noise (diagnosis.NoiseFree).
+func (w *watch) NoiseFree(p []byte) bool { return diagnosis.NoiseFree(p) }
+
 // supervise is run's supervise stage: unless a terminating signal came
 // before the start, start CMD with its output relayed and tapped into w,
 // and wait for it.
