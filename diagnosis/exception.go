@@ -1,10 +1,6 @@
 package diagnosis
 
-import (
-	"bytes"
-
-	"github.com/ncclrun/ncclrun/internal/printable"
-)
+import "bytes"
 
 // A program's own exception (a KeyError in rank 0's training loop, a
 // FileNotFoundError) is no deployment failure and never a diagnosis. But
@@ -46,7 +42,7 @@ func (m *Matcher) noteException(line []byte) {
 	}
 	pl := ParseLine(line)
 	m.seq++
-	m.exc = &exception{seq: m.seq, line: cut(printable.String(string(bytes.TrimSpace(b))), maxFirstLine), place: placeOf(line, pl)}
+	m.exc = &exception{seq: m.seq, line: quoteLine(b), place: placeOf(line, pl)}
 }
 
 // FirstFailure returns the first failure of the output so far: the

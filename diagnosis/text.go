@@ -79,6 +79,13 @@ func firstLine(p *cpattern, line []byte, pl Line) string {
 			b = stripCollector(b)
 		}
 	}
+	return quoteLine(b)
+}
+
+// quoteLine is how a diagnosis quotes a line of the log (its first line,
+// the program's exception): trimmed, as printable text, at most
+// maxFirstLine bytes.
+func quoteLine(b []byte) string {
 	return cut(printable.String(string(bytes.TrimSpace(b))), maxFirstLine)
 }
 
