@@ -51,8 +51,8 @@ var caught struct {
 
 // CatchSignals starts catching, until ncclrun exits, the signals Run
 // forwards and SIGCHLD. It returns at once: the signals are caught on a
-// goroutine, overlapping whatever the caller does next (parsing flags,
-// preflight), and Run and Terminating wait until they are. Call it first
+// goroutine, which the Go scheduler runs when the caller first waits or a
+// second CPU takes it, and Run and Terminating wait until they are. Call it first
 // thing in a command that will call Run; Run calls it too. Calling it
 // again does nothing.
 func CatchSignals() {

@@ -330,8 +330,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	only := flagsFor(args)
 	if only == "run" {
 		// Enabling the signals takes a few hundred microseconds of
-		// round trips to the runtime's signal thread; started now, they
-		// overlap the parsing of the flags as well as the preflight.
+		// round trips to the runtime's signal thread; started now, the
+		// goroutine that makes them runs as soon as this one first
+		// waits (in preflight) and overlaps the rest of the preflight.
 		launcher.CatchSignals()
 	}
 	var out *checkedStdout
