@@ -135,7 +135,8 @@ func (in *Input) decompress(r io.Reader) error {
 		if err != nil {
 			return &ReadError{Err: fmt.Errorf("gzip: %w", err)}
 		}
-		in.r, in.Compressed = zr, true
+		zr.Multistream(false)
+		in.r, in.Compressed = &gzipMembers{zr: zr, br: br}, true
 		in.close = append(in.close, func() { zr.Close() })
 	case bzip2Stream(head):
 		return &ReadError{Err: &UnsupportedError{Format: "bzip2"}}
@@ -145,4 +146,48 @@ func (in *Input) decompress(r io.Reader) error {
 		return &ReadError{Err: &UnsupportedError{Format: "xz"}}
 	}
 	return nil
+}
+
+// gzipMembers reads the members of a gzip input one after another, as gzip
+// -d does: zero bytes from a member's end to the input's end (the padding
+// of a tape or of dd's blocks) end the input, as gzip ignores them; any
+// other bytes must start the next member.
+type gzipMembers struct {
+	zr *gzip.Reader
+	br *bufio.Reader
+}
+
+func (g *gzipMembers) Read(p []byte) (int, error) {
+	for {
+		n, err := g.zr.Read(p)
+		if !errors.Is(err, io.EOF) {
+			return n, err
+		}
+		if n > 0 {
+			return n, nil // the member's end is seen again on the next call
+		}
+		// The member ended: skip zero padding, then expect another member.
+		for {
+			c, err := g.br.ReadByte()
+			if errors.Is(err, io.EOF) {
+				return 0, io.EOF
+			}
+			if err != nil {
+				return 0, err
+			}
+			if c != 0 {
+				break
+			}
+		}
+		if err := g.br.UnreadByte(); err != nil {
+			return 0, err
+		}
+		if err := g.zr.Reset(g.br); err != nil {
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return 0, err
+		}
+		g.zr.Multistream(false)
+	}
 }
