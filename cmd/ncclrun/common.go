@@ -48,6 +48,22 @@ var userRE = sync.OnceValue(func() *regexp.Regexp {
 	return regexp.MustCompile(`^[A-Za-z0-9_.][A-Za-z0-9_.-]*(:[A-Za-z0-9_.][A-Za-z0-9_.-]*)?$`)
 })
 
+// checkRoot refuses a --root that is not a directory: a typo or a
+// snapshot's tarball not yet extracted would otherwise be read as an
+// empty tree, and doctor would judge a node it never read.
+func checkRoot(root string) error {
+	if liveRoot(root) {
+		return nil
+	}
+	if fi, err := os.Stat(root); err == nil && fi.IsDir() {
+		return nil
+	}
+	if strings.HasSuffix(root, ".tar.gz") || strings.HasSuffix(root, ".tgz") {
+		return usagef("--%s %q is not a directory (extract the snapshot first: tar xzf FILE)", flagRoot, root)
+	}
+	return usagef("--%s %q is not a directory", flagRoot, root)
+}
+
 // parseSettings reads and validates the global flags; every mistake is a
 // usage error naming the flag.
 func parseSettings(c *cli.Context) (settings, error) {
@@ -64,6 +80,9 @@ func parseSettings(c *cli.Context) (settings, error) {
 		noPTY:     c.Bool(flagNoPTY),
 
 		noTransportProbe: c.Bool(flagNoTransportProbe),
+	}
+	if err := checkRoot(s.root); err != nil {
+		return s, err
 	}
 	if s.ncclDebug == "" {
 		return s, usagef("--%s: empty level (want e.g. WARN, INFO, TRACE)", flagNCCLDebug)
