@@ -64,6 +64,18 @@ func checkRoot(root string) error {
 	return usagef("--%s %q is not a directory", flagRoot, root)
 }
 
+// ncclDebugLevel reports whether NCCL reads v as a level (its debug.cc,
+// case-insensitive): any other NCCL_DEBUG value prints nothing, not even
+// the warnings ncclrun diagnoses.
+func ncclDebugLevel(v string) bool {
+	for _, l := range []string{"VERSION", "WARN", "INFO", "ABORT", "TRACE"} {
+		if strings.EqualFold(v, l) {
+			return true
+		}
+	}
+	return false
+}
+
 // parseSettings reads and validates the global flags; every mistake is a
 // usage error naming the flag.
 func parseSettings(c *cli.Context) (settings, error) {
@@ -86,6 +98,9 @@ func parseSettings(c *cli.Context) (settings, error) {
 	}
 	if s.ncclDebug == "" {
 		return s, usagef("--%s: empty level (want e.g. WARN, INFO, TRACE)", flagNCCLDebug)
+	}
+	if !ncclDebugLevel(s.ncclDebug) {
+		return s, usagef("--%s: %q is not a level NCCL knows (VERSION, WARN, INFO, ABORT or TRACE); NCCL would print nothing", flagNCCLDebug, s.ncclDebug)
 	}
 	if v := c.String(flagMemlock); v != "" {
 		l, err := rlimit.Parse(v)
