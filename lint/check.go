@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -265,6 +266,9 @@ func parse(name string, data []byte, fn func(*yaml.Node)) error {
 		if bomb, limit := aliasBomb(doc.Content[0]); bomb {
 			return inputErrorf("%s: not read: the document at line %d expands through its aliases to more than %d nodes", name, doc.Content[0].Line, limit)
 		}
+		if k, first := duplicateKey(doc.Content[0]); k != nil {
+			return inputErrorf("%s: not YAML: line %d: mapping key %q already defined at line %d", name, k.Line, truncateKey(k.Value), first.Line)
+		}
 		top := deref(doc.Content[0])
 		if top != nil && top.Kind == yaml.SequenceNode {
 			for _, it := range items(top) {
@@ -301,6 +305,52 @@ func decode(dec *yaml.Decoder, doc *yaml.Node) (err error) {
 		}
 	}()
 	return dec.Decode(doc)
+}
+
+// duplicateKey finds a mapping under n (its own nodes, aliases not
+// followed: an anchor is checked where it stands) that names a scalar key
+// twice, and returns the second key and the first. kubectl and Compose
+// refuse such a file, so lint does not judge one of its values.
+func duplicateKey(n *yaml.Node) (dup, first *yaml.Node) {
+	stack := []*yaml.Node{n}
+	for len(stack) > 0 {
+		n := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if n == nil || n.Kind == yaml.AliasNode {
+			continue
+		}
+		if n.Kind == yaml.MappingNode {
+			seen := make(map[string]*yaml.Node, len(n.Content)/2)
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				k := n.Content[i]
+				if k.Kind != yaml.ScalarNode {
+					continue
+				}
+				if f, ok := seen[k.Value]; ok {
+					return k, f
+				}
+				seen[k.Value] = k
+			}
+		}
+		for i := len(n.Content) - 1; i >= 0; i-- { // in the file's order
+			stack = append(stack, n.Content[i])
+		}
+	}
+	return nil, nil
+}
+
+// truncateKey shortens a key quoted in an error to one short line.
+func truncateKey(s string) string {
+	const max = 40
+	if len(s) <= max {
+		return s
+	}
+	for i := max; i > 0; i-- {
+		if utf8.RuneStart(s[i]) {
+			return s[:i] + "..."
+		}
+	}
+	return "..."
 }
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }

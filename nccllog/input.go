@@ -43,6 +43,9 @@ type Input struct {
 
 	r     io.Reader
 	close []func()
+	// midLine is set when the last byte handed on was not a newline: NUL
+	// bytes are dropped only at a line's start (dropHoles).
+	midLine bool
 }
 
 // Open opens an input: the file name, or stdin for "-". Close it after
@@ -74,6 +77,12 @@ func Open(name string, stdin io.Reader) (*Input, error) {
 
 func (in *Input) Read(p []byte) (int, error) {
 	n, err := in.r.Read(p)
+	for n > 0 {
+		if n = in.dropHoles(p[:n]); n > 0 || err != nil {
+			break
+		}
+		n, err = in.r.Read(p) // all of it was a hole: read on, never (0, nil)
+	}
 	if err != nil && !errors.Is(err, io.EOF) {
 		var re *ReadError
 		if !errors.As(err, &re) {
@@ -81,6 +90,29 @@ func (in *Input) Read(p []byte) (int, error) {
 		}
 	}
 	return n, err
+}
+
+// dropHoles removes, in place, the NUL bytes at the start of each line of
+// p and returns the length left. Such a run is the hole a copytruncate
+// rotation leaves before the writer's next line (or a file system's
+// zero-filled blocks after a crash): no line of text starts with NUL, and
+// kept, a hole longer than MaxLine would have the line after it cut away.
+// A NUL inside a line is kept.
+func (in *Input) dropHoles(p []byte) int {
+	if bytes.IndexByte(p, 0) < 0 {
+		in.midLine = p[len(p)-1] != '\n'
+		return len(p)
+	}
+	w := 0
+	for _, c := range p {
+		if c == 0 && !in.midLine {
+			continue
+		}
+		p[w] = c
+		w++
+		in.midLine = c != '\n'
+	}
+	return w
 }
 
 // Close closes the decoder and the file, last opened first.
@@ -135,7 +167,8 @@ func (in *Input) decompress(r io.Reader) error {
 		if err != nil {
 			return &ReadError{Err: fmt.Errorf("gzip: %w", err)}
 		}
-		in.r, in.Compressed = zr, true
+		zr.Multistream(false)
+		in.r, in.Compressed = &gzipMembers{zr: zr, br: br}, true
 		in.close = append(in.close, func() { zr.Close() })
 	case bzip2Stream(head):
 		return &ReadError{Err: &UnsupportedError{Format: "bzip2"}}
@@ -145,4 +178,48 @@ func (in *Input) decompress(r io.Reader) error {
 		return &ReadError{Err: &UnsupportedError{Format: "xz"}}
 	}
 	return nil
+}
+
+// gzipMembers reads the members of a gzip input one after another, as gzip
+// -d does: zero bytes from a member's end to the input's end (the padding
+// of a tape or of dd's blocks) end the input, as gzip ignores them; any
+// other bytes must start the next member.
+type gzipMembers struct {
+	zr *gzip.Reader
+	br *bufio.Reader
+}
+
+func (g *gzipMembers) Read(p []byte) (int, error) {
+	for {
+		n, err := g.zr.Read(p)
+		if !errors.Is(err, io.EOF) {
+			return n, err
+		}
+		if n > 0 {
+			return n, nil // the member's end is seen again on the next call
+		}
+		// The member ended: skip zero padding, then expect another member.
+		for {
+			c, err := g.br.ReadByte()
+			if errors.Is(err, io.EOF) {
+				return 0, io.EOF
+			}
+			if err != nil {
+				return 0, err
+			}
+			if c != 0 {
+				break
+			}
+		}
+		if err := g.br.UnreadByte(); err != nil {
+			return 0, err
+		}
+		if err := g.zr.Reset(g.br); err != nil {
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return 0, err
+		}
+		g.zr.Multistream(false)
+	}
 }

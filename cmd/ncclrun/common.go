@@ -48,6 +48,34 @@ var userRE = sync.OnceValue(func() *regexp.Regexp {
 	return regexp.MustCompile(`^[A-Za-z0-9_.][A-Za-z0-9_.-]*(:[A-Za-z0-9_.][A-Za-z0-9_.-]*)?$`)
 })
 
+// checkRoot refuses a --root that is not a directory: a typo or a
+// snapshot's tarball not yet extracted would otherwise be read as an
+// empty tree, and doctor would judge a node it never read.
+func checkRoot(root string) error {
+	if liveRoot(root) {
+		return nil
+	}
+	if fi, err := os.Stat(root); err == nil && fi.IsDir() {
+		return nil
+	}
+	if strings.HasSuffix(root, ".tar.gz") || strings.HasSuffix(root, ".tgz") {
+		return usagef("--%s %q is not a directory (extract the snapshot first: tar xzf FILE)", flagRoot, root)
+	}
+	return usagef("--%s %q is not a directory", flagRoot, root)
+}
+
+// ncclDebugLevel reports whether NCCL reads v as a level (its debug.cc,
+// case-insensitive): any other NCCL_DEBUG value prints nothing, not even
+// the warnings ncclrun diagnoses.
+func ncclDebugLevel(v string) bool {
+	for _, l := range []string{"VERSION", "WARN", "INFO", "ABORT", "TRACE"} {
+		if strings.EqualFold(v, l) {
+			return true
+		}
+	}
+	return false
+}
+
 // parseSettings reads and validates the global flags; every mistake is a
 // usage error naming the flag.
 func parseSettings(c *cli.Context) (settings, error) {
@@ -65,8 +93,14 @@ func parseSettings(c *cli.Context) (settings, error) {
 
 		noTransportProbe: c.Bool(flagNoTransportProbe),
 	}
+	if err := checkRoot(s.root); err != nil {
+		return s, err
+	}
 	if s.ncclDebug == "" {
 		return s, usagef("--%s: empty level (want e.g. WARN, INFO, TRACE)", flagNCCLDebug)
+	}
+	if !ncclDebugLevel(s.ncclDebug) {
+		return s, usagef("--%s: %q is not a level NCCL knows (VERSION, WARN, INFO, ABORT or TRACE); NCCL would print nothing", flagNCCLDebug, s.ncclDebug)
 	}
 	if v := c.String(flagMemlock); v != "" {
 		l, err := rlimit.Parse(v)

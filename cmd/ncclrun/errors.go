@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
+	"github.com/ncclrun/ncclrun/internal/printable"
 	"github.com/ncclrun/ncclrun/launcher"
 )
 
@@ -60,6 +62,13 @@ func (e *startError) Unwrap() error { return e.err }
 // exitCoder is what launcher's typed start errors implement.
 type exitCoder interface{ ExitCode() int }
 
+// say prints one line of ncclrun's own on stderr, its text printable: a
+// file name or a flag from the command line may carry an escape sequence or
+// invalid UTF-8, which must show, not act on the terminal.
+func say(stderr io.Writer, format string, args ...any) {
+	fmt.Fprintf(stderr, "ncclrun: %s\n", printable.String(strings.TrimSuffix(fmt.Sprintf(format, args...), "\n")))
+}
+
 // exitStatus is the one mapping from an error to ncclrun's exit status; it
 // prints the one-line message the error calls for on stderr.
 func exitStatus(err error, stderr io.Writer) int {
@@ -75,29 +84,29 @@ func exitStatus(err error, stderr io.Writer) int {
 	case errors.As(err, &se):
 		return se.code
 	case errors.As(err, &ue):
-		fmt.Fprintf(stderr, "ncclrun: %v\n", ue.err)
+		say(stderr, "%v", ue.err)
 		return ExitUsage
 	case errors.As(err, &st):
 		code := launcher.StartStatus(st.err)
 		if errors.As(st.err, &ec) && ec.ExitCode() == code {
 			// launcher's typed error already says which command and why, in one line.
-			fmt.Fprintf(stderr, "ncclrun: %v\n", st.err)
+			say(stderr, "%v", st.err)
 			return code
 		}
 		switch code {
 		case ExitNotFound:
-			fmt.Fprintf(stderr, "ncclrun: %s: command not found (%v)\n", st.cmd, st.err)
+			say(stderr, "%s: command not found (%v)", st.cmd, st.err)
 		case ExitNotExecutable:
-			fmt.Fprintf(stderr, "ncclrun: %s: cannot execute (%v)\n", st.cmd, st.err)
+			say(stderr, "%s: cannot execute (%v)", st.cmd, st.err)
 		default:
-			fmt.Fprintf(stderr, "ncclrun: %s: %v\n", st.cmd, st.err)
+			say(stderr, "%s: %v", st.cmd, st.err)
 		}
 		return code
 	case errors.As(err, &ec) && ec.ExitCode() > 0:
-		fmt.Fprintf(stderr, "ncclrun: %v\n", err)
+		say(stderr, "%v", err)
 		return ec.ExitCode()
 	default:
-		fmt.Fprintf(stderr, "ncclrun: %v\n", err)
+		say(stderr, "%v", err)
 		return ExitInternal
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/ncclrun/ncclrun/internal/printable"
 	"github.com/ncclrun/ncclrun/internal/units"
 	"github.com/ncclrun/ncclrun/preflight"
 	"github.com/ncclrun/ncclrun/preflight/snapshot"
@@ -78,7 +79,8 @@ func cmdSnapshot(c *cli.Context, e *env) error {
 	if n := len(s.OverLimit); n > 0 {
 		extra += fmt.Sprintf(", %d left out over the %s/%d-file bound", n, units.FormatSize(snapshot.MaxTotal), snapshot.MaxEntries)
 	}
-	fprintf(e.stderr, "ncclrun: snapshot written to %s (%d files, %s%s); analyse it with: %s\n",
-		out.Where(), s.Files, units.FormatSize(s.Bytes), extra, analyse)
+	// The output's name is the user's, and may carry an escape sequence.
+	fprintf(e.stderr, "ncclrun: %s\n", printable.String(fmt.Sprintf("snapshot written to %s (%d files, %s%s); analyse it with: %s",
+		out.Where(), s.Files, units.FormatSize(s.Bytes), extra, analyse)))
 	return nil
 }
