@@ -209,8 +209,9 @@ func TestImageBuild(t *testing.T) {
 		require.NoError(t, err, "%s", out)
 		images = append(images, img)
 		assert.Contains(t, out, "setcap not found")
-		out, err = docker(t, d, nil, "build", "-f", filepath.Join(ctx, "Dockerfile.base"), "--build-arg", "BASE_IMAGE="+noCap, "--build-arg", "REQUIRE_FILECAP=1", "-t", img+"-req", ctx)
+		out, err = docker(t, d, nil, "build", "--force-rm", "-f", filepath.Join(ctx, "Dockerfile.base"), "--build-arg", "BASE_IMAGE="+noCap, "--build-arg", "REQUIRE_FILECAP=1", "-t", img+"-req", ctx)
 		assert.Error(t, err, "REQUIRE_FILECAP=1 fails without setcap: %s", out)
+		assert.Contains(t, out, "setcap not found", "the build failed at the capability step")
 		images = append(images, img+"-req")
 	})
 }
