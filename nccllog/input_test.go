@@ -122,8 +122,23 @@ func FuzzDecoders(f *testing.F) {
 		}
 		out, rerr := io.ReadAll(in)
 		_ = in.Close()
-		if !in.Compressed && (rerr != nil || !bytes.Equal(out, data)) {
-			t.Fatalf("plain input changed: err %v", rerr)
+		if !in.Compressed && (rerr != nil || !bytes.Equal(out, withoutHoles(data))) {
+			t.Fatalf("plain input changed other than its line-leading NUL bytes: err %v", rerr)
 		}
 	})
+}
+
+// withoutHoles is data less the NUL bytes at the start of its lines, what
+// Input hands on of plain input (dropHoles), computed a byte at a time.
+func withoutHoles(data []byte) []byte {
+	out := []byte{}
+	lineStart := true
+	for _, c := range data {
+		if c == 0 && lineStart {
+			continue
+		}
+		out = append(out, c)
+		lineStart = c == '\n'
+	}
+	return out
 }
