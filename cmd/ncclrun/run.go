@@ -14,7 +14,6 @@ import (
 
 	"github.com/ncclrun/ncclrun/diagnosis"
 	"github.com/ncclrun/ncclrun/internal/environ"
-	"github.com/ncclrun/ncclrun/internal/printable"
 	"github.com/ncclrun/ncclrun/internal/safefile"
 	"github.com/ncclrun/ncclrun/launcher"
 	"github.com/ncclrun/ncclrun/nccllog"
@@ -183,7 +182,7 @@ func runPreflight(ctx context.Context, e *env, j runJob, before *preflight.Rlimi
 	}
 	if j.s.strict && rep.Failed() {
 		_ = rep.WriteChecks(e.stderr, preflight.Fail)
-		fprintf(e.stderr, "ncclrun: --strict: a preflight check failed; %s not started\n", printable.String(j.path))
+		say(e.stderr, "--strict: a preflight check failed; %s not started", j.path)
 		return rep, exitWith(ExitStrict)
 	}
 	if !j.s.quiet && rep.Failed() {
@@ -320,7 +319,7 @@ func supervise(e *env, j runJob, p childPlan, w *watch, term <-chan os.Signal) (
 func notSignalled(e *env, j runJob, term <-chan os.Signal) error {
 	select {
 	case sig := <-term:
-		fprintf(e.stderr, "ncclrun: %s received before %s started; not starting it\n", unix.SignalName(sig.(syscall.Signal)), printable.String(j.path))
+		say(e.stderr, "%s received before %s started; not starting it", unix.SignalName(sig.(syscall.Signal)), j.path)
 		return exitWith(128 + int(sig.(syscall.Signal)))
 	default:
 		return nil

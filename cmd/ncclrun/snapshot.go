@@ -9,7 +9,6 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/ncclrun/ncclrun/internal/printable"
 	"github.com/ncclrun/ncclrun/internal/units"
 	"github.com/ncclrun/ncclrun/preflight"
 	"github.com/ncclrun/ncclrun/preflight/snapshot"
@@ -80,7 +79,7 @@ func cmdSnapshot(c *cli.Context, e *env) error {
 		extra += fmt.Sprintf(", %d left out over the %s/%d-file bound", n, units.FormatSize(snapshot.MaxTotal), snapshot.MaxEntries)
 	}
 	// The output's name is the user's, and may carry an escape sequence.
-	fprintf(e.stderr, "ncclrun: %s\n", printable.String(fmt.Sprintf("snapshot written to %s (%d files, %s%s); analyse it with: %s",
-		out.Where(), s.Files, units.FormatSize(s.Bytes), extra, analyse)))
+	say(e.stderr, "snapshot written to %s (%d files, %s%s); analyse it with: %s",
+		out.Where(), s.Files, units.FormatSize(s.Bytes), extra, analyse)
 	return nil
 }
