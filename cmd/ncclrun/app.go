@@ -10,6 +10,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/ncclrun/ncclrun/internal/units"
 	"github.com/ncclrun/ncclrun/launcher"
 )
 
@@ -357,6 +358,20 @@ func sizeFlag(c *cli.Context, name string, def int64) (int64, error) {
 		return def, nil
 	}
 	n, err := parseSize(s)
+	if err != nil {
+		return 0, usagef("--%s: %v", name, err)
+	}
+	return n, nil
+}
+
+// bytesFlag parses a flag that must be a number of bytes (not
+// unlimited); "" gives 0.
+func bytesFlag(c *cli.Context, name string) (int64, error) {
+	s := c.String(name)
+	if s == "" {
+		return 0, nil
+	}
+	n, err := units.ParseFiniteSize(s)
 	if err != nil {
 		return 0, usagef("--%s: %v", name, err)
 	}

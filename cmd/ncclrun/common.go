@@ -132,17 +132,11 @@ func parseSettings(c *cli.Context) (settings, error) {
 	if s.ff, err = parseFailFast(c); err != nil {
 		return s, err
 	}
-	if s.minMemlock, err = sizeFlag(c, flagMinMemlock, 0); err != nil {
+	if s.minMemlock, err = bytesFlag(c, flagMinMemlock); err != nil {
 		return s, err
 	}
-	if s.minMemlock == units.Unlimited {
-		return s, usagef("--%s: must be a size, not unlimited", flagMinMemlock)
-	}
-	if s.probe, err = sizeFlag(c, flagProbe, 0); err != nil {
+	if s.probe, err = bytesFlag(c, flagProbe); err != nil {
 		return s, err
-	}
-	if s.probe == units.Unlimited {
-		return s, usagef("--%s: must be a size, not unlimited", flagProbe)
 	}
 	switch strings.ToLower(c.String(flagNCCLIB)) {
 	case "on", "true", "1", "yes":

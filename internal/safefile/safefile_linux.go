@@ -188,7 +188,7 @@ func WriteFile(path string, data []byte, perm os.FileMode) error {
 	dir, base := filepath.Split(filepath.Clean(abs))
 	dfd, err := openDirNoSymlinks(dir)
 	if err != nil {
-		return err
+		return fmt.Errorf("write %q: %w", path, err)
 	}
 	defer unix.Close(dfd)
 	var st unix.Stat_t
@@ -203,12 +203,12 @@ func WriteFile(path string, data []byte, perm os.FileMode) error {
 			return fmt.Errorf("write %q: %w", path, ErrNotRegular)
 		}
 	}
-	err = renameInto(dfd, base, data, perm)
+	err = renameInto(dfd, base, path, data, perm)
 	switch {
 	case err == nil:
 		return nil
 	case errors.Is(err, unix.EACCES), errors.Is(err, unix.EROFS), errors.Is(err, unix.EBUSY), errors.Is(err, unix.EXDEV):
-		werr := writeInPlace(dfd, base, data)
+		werr := writeInPlace(dfd, base, path, data)
 		if errors.Is(werr, unix.ENOENT) {
 			return err // nothing to overwrite: why no new file could be made
 		}
@@ -240,7 +240,8 @@ func openDirNoSymlinks(dir string) (int, error) {
 	return fd, nil
 }
 
-func renameInto(dfd int, base string, data []byte, perm os.FileMode) error {
+// renameInto and writeInPlace name path, the path as given, in their errors.
+func renameInto(dfd int, base, path string, data []byte, perm os.FileMode) error {
 	var tmp string
 	var fd int
 	var err error
@@ -252,7 +253,7 @@ func renameInto(dfd int, base string, data []byte, perm os.FileMode) error {
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("create a temporary file for %q: %w", base, err)
+		return fmt.Errorf("create a temporary file for %q: %w", path, err)
 	}
 	f := os.NewFile(uintptr(fd), tmp)
 	_, werr := f.Write(data)
@@ -267,33 +268,33 @@ func renameInto(dfd int, base string, data []byte, perm os.FileMode) error {
 	}
 	if werr != nil {
 		_ = unix.Unlinkat(dfd, tmp, 0)
-		return fmt.Errorf("write %q: %w", base, werr)
+		return fmt.Errorf("write %q: %w", path, werr)
 	}
 	return nil
 }
 
-func writeInPlace(dfd int, base string, data []byte) error {
+func writeInPlace(dfd int, base, path string, data []byte) error {
 	fd, err := unix.Openat(dfd, base, unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
 	if errors.Is(err, unix.ELOOP) {
 		err = ErrSymlink
 	}
 	if err != nil {
-		return fmt.Errorf("open %q: %w", base, err)
+		return fmt.Errorf("open %q: %w", path, err)
 	}
 	f := os.NewFile(uintptr(fd), base)
 	defer f.Close()
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
-		return fmt.Errorf("fstat %q: %w", base, err)
+		return fmt.Errorf("fstat %q: %w", path, err)
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return fmt.Errorf("write %q: %w", base, ErrNotRegular)
+		return fmt.Errorf("write %q: %w", path, ErrNotRegular)
 	}
 	if err := unix.Ftruncate(fd, 0); err != nil {
-		return fmt.Errorf("truncate %q: %w", base, err)
+		return fmt.Errorf("truncate %q: %w", path, err)
 	}
 	if _, err := f.Write(data); err != nil {
-		return fmt.Errorf("write %q: %w", base, err)
+		return fmt.Errorf("write %q: %w", path, err)
 	}
 	return nil
 }

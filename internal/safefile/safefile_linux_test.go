@@ -4,6 +4,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -170,6 +171,12 @@ func TestWriteFile(t *testing.T) {
 			err = WriteFile(filepath.Join(d, "linkdir", "report.json"), []byte("x"), 0o644)
 			assert.ErrorIs(t, err, ErrSymlink)
 			assert.NoFileExists(t, filepath.Join(d, "sub", "report.json"))
+			// A missing directory: the error names the file asked for,
+			// not only the directory (which --report alone would say).
+			missing := filepath.Join(d, "nodir", "report.json")
+			err = WriteFile(missing, []byte("x"), 0o644)
+			assert.ErrorIs(t, err, os.ErrNotExist)
+			assert.Contains(t, err.Error(), strconv.Quote(missing))
 			// No temporary file is left behind.
 			es, err := os.ReadDir(d)
 			require.NoError(t, err)

@@ -39,6 +39,26 @@ func ParseSize(s string) (int64, error) {
 	case "unlimited", "infinity", "-1":
 		return Unlimited, nil
 	}
+	return parseBytes(s, t, "65536, 64KiB, 8MiB, 1GiB or unlimited")
+}
+
+// ParseFiniteSize is ParseSize for a size that must be a number of bytes:
+// "unlimited" and its spellings are an error, and the error's examples do
+// not offer them.
+func ParseFiniteSize(s string) (int64, error) {
+	t := strings.ToLower(strings.TrimSpace(s))
+	switch t {
+	case "":
+		return 0, fmt.Errorf("%w: empty", ErrBadSize)
+	case "unlimited", "infinity", "-1":
+		return 0, fmt.Errorf("%w: must be a number of bytes, not %s", ErrBadSize, t)
+	}
+	return parseBytes(s, t, "65536, 64KiB, 8MiB or 1GiB")
+}
+
+// parseBytes parses t, s lowered and trimmed, as a number of bytes with
+// an optional suffix; examples are the error's.
+func parseBytes(s, t, examples string) (int64, error) {
 	mult := int64(1)
 	for _, suf := range suffixes {
 		if strings.HasSuffix(t, suf.s) {
@@ -49,7 +69,7 @@ func ParseSize(s string) (int64, error) {
 	}
 	n, err := strconv.ParseUint(t, 10, 63)
 	if err != nil {
-		return 0, fmt.Errorf("%w: %q (want e.g. 65536, 64KiB, 8MiB, 1GiB or unlimited)", ErrBadSize, s)
+		return 0, fmt.Errorf("%w: %q (want e.g. %s)", ErrBadSize, s, examples)
 	}
 	if n > uint64(math.MaxInt64/mult) {
 		return 0, fmt.Errorf("%w: %q is too large", ErrBadSize, s)

@@ -26,6 +26,26 @@ func TestParseSize(t *testing.T) {
 	}
 }
 
+func TestParseFiniteSize(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want int64
+	}{{"65536", 65536}, {"64KiB", 65536}, {"8m", 8 << 20}, {"0", 0}} {
+		got, err := ParseFiniteSize(tc.in)
+		require.NoError(t, err, tc.in)
+		assert.Equal(t, tc.want, got, tc.in)
+	}
+	for _, tc := range []struct{ in, msg string }{
+		{"unlimited", "not unlimited"}, {"Infinity", "not infinity"}, {" -1 ", "not -1"},
+		{"abc", "(want e.g. 65536, 64KiB, 8MiB or 1GiB)"}, {"", "empty"}, {"9999999999TiB", "too large"},
+	} {
+		_, err := ParseFiniteSize(tc.in)
+		require.ErrorIs(t, err, ErrBadSize, tc.in)
+		assert.Contains(t, err.Error(), tc.msg, tc.in)
+		assert.NotContains(t, err.Error(), "or unlimited", tc.in)
+	}
+}
+
 func TestFormatSize(t *testing.T) {
 	for _, tc := range []struct {
 		in   int64
