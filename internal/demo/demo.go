@@ -6,6 +6,22 @@
 // It drives the ncclrun binary as a user would (`ncclrun run ... --
 // ncclrun fake-nccl ...`), so it shows the real relay and the real
 // diagnosis; it is not a test harness for them.
+//
+// The fake job must be in the credential state of a real CMD (python,
+// torchrun), which carries no file capabilities. ncclrun may carry them
+// (Dockerfile.base gives it cap_ipc_lock+p), and an execve of such a file
+// clears the ambient set through which ncclrun hands CAP_IPC_LOCK to CMD;
+// with no effective bit on the file the capability comes back permitted but
+// not effective, so the fake job's mlock would fail where a real CMD's
+// passes. So when its own executable carries the security.capability
+// xattr, the demo runs the fake job from a plain copy of itself (a copy has
+// no xattrs) in its temporary directory. Where that copy cannot run (a
+// noexec temporary directory) the fake job stays ncclrun itself, and the
+// demo shows the memlock-limit fix and says why the capability fix cannot
+// be shown. Rejected: always falling back to the limit fix (the demo would
+// never show the fix Dockerfile.base exists for), raising the capability
+// inside fake-nccl (a fix no real CMD gets), and an effective bit on the
+// file (ncclrun would not start where IPC_LOCK is not in the bounding set).
 package demo
 
 import (
@@ -13,6 +29,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -43,6 +60,9 @@ type State struct {
 	// MemlockSoft and MemlockHard are RLIMIT_MEMLOCK in bytes,
 	// units.Unlimited (-1) for unlimited.
 	MemlockSoft, MemlockHard int64
+	// FileCaps: the demo's own executable carries file capabilities (the
+	// security.capability xattr), which no real CMD has.
+	FileCaps bool
 }
 
 // FixKind names the fix the second run applies.
@@ -75,7 +95,8 @@ const pageSize = 4096
 
 // ChooseFix picks the fix to demonstrate from the machine's state: the
 // capability where ncclrun holds CAP_IPC_LOCK outside a user namespace,
-// else the machine's own memlock limit with a pin that fits under it.
+// else the machine's own memlock limit with a pin that fits under it. It
+// assumes the fake job runs in a real CMD's credential state (Plan).
 func ChooseFix(s State) Fix {
 	if s.IPCLockPermitted && !s.UserNamespace {
 		return Fix{
@@ -83,26 +104,32 @@ func ChooseFix(s State) Fix {
 			Pin:  FakePin,
 			Why:  "ncclrun holds CAP_IPC_LOCK in its permitted set, so the fixed run keeps it and the 64 KiB limit no longer applies",
 			Equivalent: []string{
-				"docker run --cap-add IPC_LOCK ... (a root container; for --user N use --ulimit memlock=-1:-1)",
+				"docker run --cap-add IPC_LOCK ... (root, or --user N with ncclrun's cap_ipc_lock+p file capability as Dockerfile.base sets it; else --ulimit memlock=-1:-1)",
 				`Kubernetes, root container: securityContext.capabilities.add: ["IPC_LOCK"]; to train as a non-root user, also add SETUID,SETGID and run "ncclrun --user=UID:GID -- ..." (examples/kubernetes/a-root-drop-to-user.yaml)`,
 			},
 		}
 	}
+	reason := "ncclrun holds no usable CAP_IPC_LOCK here"
+	if s.UserNamespace {
+		reason = "this is a user namespace, where CAP_IPC_LOCK does not lift RLIMIT_MEMLOCK"
+	}
+	return limitFix(s, reason)
+}
+
+// limitFix is the fix by the machine's memlock limit; reason says why the
+// capability fix is not shown.
+func limitFix(s State, reason string) Fix {
 	pin := FakePin
 	if s.MemlockHard >= 0 && s.MemlockHard < pin {
 		pin = s.MemlockHard / pageSize * pageSize
 	}
-	why := "ncclrun holds no usable CAP_IPC_LOCK here, so the fixed run uses the memlock limit this machine allows"
-	if s.UserNamespace {
-		why = "this is a user namespace, where CAP_IPC_LOCK does not lift RLIMIT_MEMLOCK, so the fixed run uses the memlock limit this machine allows"
-	}
 	if pin <= 0 {
-		return Fix{Kind: FixNone, Why: fmt.Sprintf("the hard RLIMIT_MEMLOCK is %s and ncclrun holds no usable CAP_IPC_LOCK: nothing on this machine can pin memory", units.FormatSize(s.MemlockHard))}
+		return Fix{Kind: FixNone, Why: fmt.Sprintf("%s, and the hard RLIMIT_MEMLOCK is %s: nothing on this machine can pin memory", reason, units.FormatSize(s.MemlockHard))}
 	}
 	return Fix{
 		Kind: FixLimit,
 		Pin:  pin,
-		Why:  fmt.Sprintf("%s (soft %s, hard %s; ncclrun raises soft to hard), and each rank pins %s", why, units.FormatSize(s.MemlockSoft), units.FormatSize(s.MemlockHard), units.FormatSize(pin)),
+		Why:  fmt.Sprintf("%s, so the fixed run uses the memlock limit this machine allows (soft %s, hard %s; ncclrun raises soft to hard), and each rank pins %s", reason, units.FormatSize(s.MemlockSoft), units.FormatSize(s.MemlockHard), units.FormatSize(pin)),
 		Equivalent: []string{
 			"docker run --ulimit memlock=-1:-1 ... (any user)",
 			"Kubernetes: LimitMEMLOCK=infinity for containerd/CRI-O on the node (examples/kubernetes/c-node-memlock/)",
@@ -111,12 +138,43 @@ func ChooseFix(s State) Fix {
 	}
 }
 
+// Plan is what the demo runs: the second run's fix and the fake job's
+// executable.
+type Plan struct {
+	Fix Fix
+	// Job is the fake job's executable: ncclrun itself, or a copy of it
+	// without file capabilities.
+	Job string
+	// Copied: Job is that copy.
+	Copied bool
+}
+
+// ChoosePlan picks the fix and the fake job's executable. self is
+// ncclrun's binary; copied is a copy of it without file capabilities that
+// was made and ran, "" when none was needed (st.FileCaps false) or none
+// could be made or run. A fake job with ncclrun's file capabilities would
+// hold CAP_IPC_LOCK permitted but not effective, so the capability fix is
+// shown only from the copy; without one, the memlock limit is the fix.
+func ChoosePlan(st State, self, copied string) Plan {
+	switch {
+	case !st.FileCaps:
+		return Plan{Fix: ChooseFix(st), Job: self}
+	case copied != "":
+		return Plan{Fix: ChooseFix(st), Job: copied, Copied: true}
+	}
+	fix := ChooseFix(st)
+	if fix.Kind == FixCapability {
+		fix = limitFix(st, "the capability fix cannot be shown because the fake job is ncclrun itself, whose file capabilities keep CAP_IPC_LOCK out of its effective set (a real CMD here gets it)")
+	}
+	return Plan{Fix: fix, Job: self}
+}
+
 // Run runs the demo with self, the ncclrun binary, narrating on stdout;
 // the runs' own output goes to stdout and stderr as ncclrun relays it. It
 // returns 0 when the failing run failed with the memlock diagnosis and the
 // fixed run passed without one, 1 otherwise.
 func Run(self string, stdout, stderr io.Writer) int {
-	st, err := probeState()
+	st, err := probeState(self)
 	if err != nil {
 		fmt.Fprintf(stderr, "ncclrun: demo: %v\n", err)
 		return 1
@@ -143,11 +201,21 @@ func run(self string, st State, stdout, stderr io.Writer) int {
 	say := func(format string, a ...any) { fmt.Fprintf(stdout, format+"\n", a...) }
 
 	say("ncclrun demo: NCCL's locked-memory failure, its diagnosis and its fix, with a fake %d-rank NCCL job (no GPU needed).", Ranks)
+	copied := ""
+	if st.FileCaps {
+		var err error
+		if copied, err = copyWithoutFileCaps(self, dir); err != nil {
+			say("ncclrun carries file capabilities and a real CMD (python, torchrun) has none, but no copy without them can run from %s (%v): the fake job is ncclrun itself.", filepath.Dir(dir), err)
+		} else {
+			say("ncclrun carries file capabilities and a real CMD (python, torchrun) has none: the fake job runs from a copy of ncclrun without them.")
+		}
+	}
+	plan := ChoosePlan(st, self, copied)
 	say("")
 	say("[1/2] A default Docker container or Kubernetes pod: RLIMIT_MEMLOCK 64 KiB and no CAP_IPC_LOCK.")
 	say("      Each rank pins %s with mlock(2), checked by the kernel as NCCL's ibv_reg_mr is.", units.FormatSize(FakePin))
 	fail := []string{"run", "--memlock", "64KiB", "--drop-cap", "IPC_LOCK"}
-	failCode, failRep, err := step(self, dir, "fail", fail, FakePin, stdout, stderr)
+	failCode, failRep, err := step(self, plan.Job, dir, "fail", fail, FakePin, stdout, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "ncclrun: demo: %v\n", err)
 		return 1
@@ -163,7 +231,7 @@ func run(self string, st State, stdout, stderr io.Writer) int {
 	}
 	say("")
 
-	fix := ChooseFix(st)
+	fix := plan.Fix
 	var fixed []string
 	switch fix.Kind {
 	case FixCapability:
@@ -179,7 +247,7 @@ func run(self string, st State, stdout, stderr io.Writer) int {
 		say("[2/2] No fix can be shown here: %s.", fix.Why)
 		return 1
 	}
-	fixCode, fixRep, err := step(self, dir, "fixed", fixed, fix.Pin, stdout, stderr)
+	fixCode, fixRep, err := step(self, plan.Job, dir, "fixed", fixed, fix.Pin, stdout, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "ncclrun: demo: %v\n", err)
 		return 1
@@ -204,15 +272,48 @@ func run(self string, st State, stdout, stderr io.Writer) int {
 	return 1
 }
 
-// step runs `self ARGS --report FILE -- self fake-nccl --ranks 2 --pin
+// copyWithoutFileCaps copies self to dir/ncclrun, which carries no xattrs
+// and so no file capabilities, and runs the copy's `version` to check that
+// it can run there. It returns the copy's path, or an error that says why
+// it cannot be used.
+func copyWithoutFileCaps(self, dir string) (string, error) {
+	dst := filepath.Join(dir, "ncclrun")
+	in, err := os.Open(self)
+	if err != nil {
+		return "", err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o700)
+	if err != nil {
+		return "", err
+	}
+	_, err = io.Copy(out, in)
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return "", err
+	}
+	if err := exec.Command(dst, "version").Run(); err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			return "", pe.Err // "permission denied" on a noexec mount
+		}
+		return "", err
+	}
+	return dst, nil
+}
+
+// step runs `self ARGS --report FILE -- job fake-nccl --ranks 2 --pin
 // SIZE`, echoing the command as a user would type it, and returns its exit
-// status and report (nil when none was written).
-func step(self, dir, name string, args []string, pin int64, stdout, stderr io.Writer) (int, *report, error) {
+// status and report (nil when none was written). job is ncclrun or its
+// copy, shown as "ncclrun" either way.
+func step(self, job, dir, name string, args []string, pin int64, stdout, stderr io.Writer) (int, *report, error) {
 	fake := []string{"fake-nccl", "--ranks", fmt.Sprint(Ranks), "--pin", sizeArg(pin)}
 	fmt.Fprintf(stdout, "$ ncclrun %s -- ncclrun %s\n", strings.Join(args, " "), strings.Join(fake, " "))
 	repPath := filepath.Join(dir, name+".json")
 	argv := append(append([]string(nil), args...), "--report", repPath, "--")
-	argv = append(append(argv, self), fake...)
+	argv = append(append(argv, job), fake...)
 	cmd := exec.Command(self, argv...)
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	err := cmd.Run()

@@ -19,9 +19,11 @@ import (
 // fakeEnv makes the test binary play ncclrun in one of the scenarios of
 // fakeNcclrun; fakeLog names a file where each call appends its arguments
 // as one JSON line.
+// fakeVersionFails makes `version` fail, as a copy that cannot run would.
 const (
-	fakeEnv = "DEMO_TEST_FAKE_NCCLRUN"
-	fakeLog = "DEMO_TEST_FAKE_LOG"
+	fakeEnv          = "DEMO_TEST_FAKE_NCCLRUN"
+	fakeLog          = "DEMO_TEST_FAKE_LOG"
+	fakeVersionFails = "DEMO_TEST_FAKE_VERSION_FAILS"
 )
 
 func TestMain(m *testing.M) {
@@ -35,8 +37,15 @@ func TestMain(m *testing.M) {
 // fakeNcclrun answers `run ... --report FILE -- ...` as ncclrun would in
 // scenario sc: "good" fails with the memlock diagnosis when IPC_LOCK is
 // dropped and passes otherwise; "nodiag" fails without a diagnosis;
-// "alwaysfail" fails both runs; "alwayspass" passes both.
+// "alwaysfail" fails both runs; "alwayspass" passes both. `version`, the
+// demo's check that its copy runs, is not logged.
 func fakeNcclrun(sc string, args []string) int {
+	if len(args) == 1 && args[0] == "version" {
+		if os.Getenv(fakeVersionFails) != "" {
+			return 1
+		}
+		return 0
+	}
 	if p := os.Getenv(fakeLog); p != "" {
 		f, err := os.OpenFile(p, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
 		if err == nil {
@@ -103,10 +112,39 @@ func TestChooseFix(t *testing.T) {
 	}
 }
 
-func TestIsIdentityMap(t *testing.T) {
-	assert.True(t, isIdentityMap("         0          0 4294967295\n"))
-	assert.False(t, isIdentityMap("         0       1000          1\n"))
-	assert.False(t, isIdentityMap(""))
+func TestChoosePlan(t *testing.T) {
+	const self, copied = "/usr/local/bin/ncclrun", "TMPDIR/ncclrun-demo-1/ncclrun"
+	capState := State{IPCLockPermitted: true, MemlockSoft: 64 << 10, MemlockHard: 64 << 10}
+	noCap := State{MemlockSoft: 8 << 20, MemlockHard: 8 << 20}
+	with := func(s State) State { s.FileCaps = true; return s }
+	tests := []struct {
+		name   string
+		st     State
+		copied string
+		kind   FixKind
+		pin    int64
+		job    string
+		why    string
+	}{
+		{"root, no file capabilities", capState, "", FixCapability, FakePin, self, "holds CAP_IPC_LOCK"},
+		{"file capability, copy runs", with(capState), copied, FixCapability, FakePin, copied, "holds CAP_IPC_LOCK"},
+		{"file capability, no copy: the limit", with(capState), "", FixLimit, 64 << 10, self, "the fake job is ncclrun itself"},
+		{"file capability, no copy, hard 0", with(State{IPCLockPermitted: true}), "", FixNone, 0, self, "the fake job is ncclrun itself"},
+		{"file capability not in the bounding set, copy runs", with(noCap), copied, FixLimit, 8 << 20, copied, "no usable CAP_IPC_LOCK"},
+		{"file capability not in the bounding set, no copy", with(noCap), "", FixLimit, 8 << 20, self, "no usable CAP_IPC_LOCK"},
+		{"file capability in a user namespace, copy runs", with(State{IPCLockPermitted: true, UserNamespace: true, MemlockSoft: 8 << 20, MemlockHard: 8 << 20}), copied, FixLimit, 8 << 20, copied, "user namespace"},
+		{"no file capabilities, limit", noCap, "", FixLimit, 8 << 20, self, "no usable CAP_IPC_LOCK"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := ChoosePlan(tc.st, self, tc.copied)
+			assert.Equal(t, tc.kind, p.Fix.Kind)
+			assert.Equal(t, tc.pin, p.Fix.Pin)
+			assert.Equal(t, tc.job, p.Job)
+			assert.Equal(t, tc.job == copied, p.Copied)
+			assert.Contains(t, p.Fix.Why, tc.why)
+		})
+	}
 }
 
 func TestSizeArg(t *testing.T) {
@@ -153,6 +191,9 @@ func before(args []string) []string {
 	return r
 }
 
+// job returns the executable after "--".
+func job(args []string) string { return args[slices.Index(args, "--")+1] }
+
 func after(args []string) []string {
 	i := slices.Index(args, "--")
 	return args[i+2:] // skip "--" and the binary
@@ -186,11 +227,63 @@ func TestRunScenarios(t *testing.T) {
 			assert.Equal(t, []string{"fake-nccl", "--ranks", "2", "--pin", tc.fixedPin}, after(calls[1]))
 			assert.Contains(t, out, "$ ncclrun run --memlock 64KiB --drop-cap IPC_LOCK -- ncclrun fake-nccl --ranks 2 --pin 16MiB\n")
 			assert.Contains(t, out, "fake relay\n", "the runs' output is relayed")
+			self, _ := os.Executable()
+			assert.Equal(t, self, job(calls[0]), "no file capabilities: the fake job is ncclrun itself")
+			assert.NotContains(t, out, "file capabilities")
 			if tc.want == 0 {
 				assert.Contains(t, out, "Demo OK")
 			} else {
 				assert.Contains(t, out, "Demo FAILED")
 			}
+		})
+	}
+}
+
+// TestRunFileCaps: where ncclrun carries file capabilities, both runs' fake
+// job is a copy of it in the demo's directory, or ncclrun itself with the
+// limit fix when the copy cannot run.
+func TestRunFileCaps(t *testing.T) {
+	self, err := os.Executable()
+	require.NoError(t, err)
+	st := State{IPCLockPermitted: true, FileCaps: true, MemlockSoft: 8 << 20, MemlockHard: 8 << 20}
+	tests := []struct {
+		name        string
+		copyFails   bool
+		fixedArgs   []string
+		fixedPin    string
+		line        string
+		fromTheCopy bool
+	}{
+		{"copy runs", false, []string{"run", "--memlock", "64KiB"}, "16MiB", "the fake job runs from a copy of ncclrun without them.\n", true},
+		{"copy cannot run", true, []string{"run"}, "8MiB", "but no copy without them can run from ", false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.copyFails {
+				t.Setenv(fakeVersionFails, "1")
+			}
+			tmp := t.TempDir()
+			t.Setenv("TMPDIR", tmp)
+			code, out, calls := runWithFake(t, "good", st)
+			assert.Equal(t, 0, code, out)
+			assert.Contains(t, out, tc.line)
+			require.Len(t, calls, 2, out)
+			for _, c := range calls {
+				if tc.fromTheCopy {
+					assert.NotEqual(t, self, job(c))
+					assert.Equal(t, "ncclrun", filepath.Base(job(c)))
+					assert.Equal(t, tmp, filepath.Dir(filepath.Dir(job(c))), "in the demo's temporary directory")
+				} else {
+					assert.Equal(t, self, job(c))
+				}
+			}
+			assert.Equal(t, tc.fixedArgs, before(calls[1]))
+			assert.Equal(t, []string{"fake-nccl", "--ranks", "2", "--pin", tc.fixedPin}, after(calls[1]))
+			assert.Contains(t, out, "$ ncclrun run --memlock 64KiB --drop-cap IPC_LOCK -- ncclrun fake-nccl --ranks 2 --pin 16MiB\n", "the copy is shown as ncclrun")
+			assert.Contains(t, out, "Demo OK")
+			ents, err := os.ReadDir(tmp)
+			require.NoError(t, err)
+			assert.Empty(t, ents, "the copy goes with the demo's directory")
 		})
 	}
 }

@@ -2,4 +2,4 @@
 
 package demo
 
-func probeState() (State, error) { return State{}, ErrUnsupported }
+func probeState(string) (State, error) { return State{}, ErrUnsupported }
