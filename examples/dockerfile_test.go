@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ncclrun/ncclrun/internal/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -93,18 +94,16 @@ func TestDockerfileInstructions(t *testing.T) {
 }
 
 // dockerOrSkip returns the docker CLI when an engine answers. The image
-// build is an integration check: CI runs it where Docker is available.
+// build is an integration check: it skips without an engine, and fails
+// for want of one under CI=true.
 func dockerOrSkip(t *testing.T) string {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("docker build: not in -short")
 	}
-	d, err := exec.LookPath("docker")
-	if err != nil {
-		t.Skip("no docker CLI")
-	}
+	d := testutil.RequireTool(t, "docker")
 	if err := exec.Command(d, "info").Run(); err != nil {
-		t.Skip("docker info does not answer")
+		testutil.SkipOrFail(t, "docker info does not answer: %v", err)
 	}
 	return d
 }
