@@ -113,6 +113,19 @@ type cmdPlan struct {
 	lacksSetid bool  // switching needs CAP_SETUID+CAP_SETGID, ncclrun lacks one
 	userErr    error // --user could not be resolved
 	limitPlan  bool  // Plan.Memlock overrides the limit
+	// execFile is the file the kernel runs for CMD (Plan.Exec, or its #!
+	// interpreter) when its file capability was read, execErr why not.
+	execFile, execCmd string
+	execErr           error
+}
+
+// execWord names the file whose capability decides CMD's, and the script
+// it interprets when it is one's #! interpreter.
+func (p cmdPlan) execWord() string {
+	if p.execCmd != "" && p.execCmd != p.execFile {
+		return fmt.Sprintf("%s (the #! interpreter of %s)", p.execFile, p.execCmd)
+	}
+	return p.execFile
 }
 
 // credential describes ncclrun's state for the rule table.
@@ -163,6 +176,10 @@ func planCommand(s sysRoot, c credFacts, plan Plan, kind Platform) cmdPlan {
 			p.cred.Plan.User, p.cred.Plan.UID, p.cred.Plan.GID = true, uid, gid
 		}
 	}
+	if plan.Exec != "" && s.live {
+		p.execCmd = plan.Exec
+		p.execFile, p.cred.Exec, p.execErr = execFileCaps(plan.Exec)
+	}
 	p.state = p.cred.Command()
 	p.switchUID, p.lacksSetid = p.state.SwitchUser, p.state.LacksSetid
 	p.cmd.UID, p.cmd.GID = p.state.UID, p.state.GID
@@ -176,6 +193,8 @@ const (
 	ruleUnlimited     = pinrule.RuleUnlimited
 	ruleRootIPCLock   = pinrule.RuleRootIPCLock
 	ruleInherited     = pinrule.RuleInherited
+	ruleCmdFileCap    = pinrule.RuleCmdFileCap
+	ruleCmdCapLost    = pinrule.RuleCmdCapLost
 	ruleAmbient       = pinrule.RuleAmbient
 	ruleFinite        = pinrule.RuleFinite
 	ruleUserNS        = pinrule.RuleUserNS
@@ -276,6 +295,8 @@ func wordMemlock(c credFacts, p cmdPlan, pv pinrule.Verdict, min int64, kind Pla
 		v.summary = fmt.Sprintf("%s but CMD (root) holds CAP_IPC_LOCK effective, so the limit is not enforced", limWord)
 	case ruleInherited:
 		v.summary = fmt.Sprintf("%s but CMD (%s) inherits CAP_IPC_LOCK from the ambient set, so the limit is not enforced", limWord, who)
+	case ruleCmdFileCap:
+		v.summary = fmt.Sprintf("%s but CMD (%s) gets CAP_IPC_LOCK effective from the file capability of %s, so the limit is not enforced", limWord, who, p.execWord())
 	case ruleUnknown:
 		v.fix = fix
 		switch {
@@ -302,6 +323,9 @@ func wordMemlock(c credFacts, p cmdPlan, pv pinrule.Verdict, min int64, kind Pla
 	case ruleFinite:
 		v.summary = fmt.Sprintf("%s: enough for the %s minimum but not unlimited, as NCCL recommends", limWord, units.FormatSize(min))
 		v.fix = fix
+	case ruleCmdCapLost:
+		v.summary = fmt.Sprintf("%s and ncclrun hands CMD (%s) CAP_IPC_LOCK in its ambient set, but %s carries a file capability without CAP_IPC_LOCK effective, and the kernel clears the ambient set when it executes such a file%s", limWord, who, p.execWord(), cannot)
+		v.fix = fmt.Sprintf("remove the file capability (`setcap -r %s`), or add CAP_IPC_LOCK to the capabilities `getcap %s` shows and make them effective (`setcap cap_ipc_lock,...+ep %s`); or %s", p.execFile, p.execFile, p.execFile, fix)
 	case ruleNoSetid:
 		v.summary = fmt.Sprintf("%s and ncclrun cannot switch to uid %d to hand it CAP_IPC_LOCK (no CAP_SETUID/CAP_SETGID)%s", limWord, cmdUID, cannot)
 		v.fix = fix
@@ -471,6 +495,15 @@ func checkCapabilities(c credFacts, p cmdPlan, v memlockVerdict, kind Platform) 
 	if c.fileCap != nil {
 		d["file_capability"] = *c.fileCap
 	}
+	if p.execFile != "" {
+		// The file the kernel runs for CMD and whether its file
+		// capability decides CMD's CAP_IPC_LOCK.
+		file := map[string]any{"path": p.execFile, "file_capability": p.cred.Exec.FileCap}
+		if p.execErr != nil {
+			file["error"] = p.execErr.Error()
+		}
+		d["command_file"] = file
+	}
 	if p.userErr != nil {
 		d["user_error"] = p.userErr.Error()
 		return Result{ID: IDCapabilities, Status: Fail,
@@ -492,10 +525,15 @@ func checkCapabilities(c credFacts, p cmdPlan, v memlockVerdict, kind Platform) 
 		cmdText = fmt.Sprintf("CMD (uid %d) gets CAP_IPC_LOCK through its ambient set", p.cmd.UID)
 	case "inherited":
 		cmdText = fmt.Sprintf("CMD (uid %d) keeps CAP_IPC_LOCK effective", p.cmd.UID)
+	case "file":
+		cmdText = fmt.Sprintf("CMD (uid %d) gets CAP_IPC_LOCK from the file capability of %s", p.cmd.UID, p.execWord())
 	default:
 		cmdText = fmt.Sprintf("CMD (uid %d) will not hold CAP_IPC_LOCK", p.cmd.UID)
 		if c.userns && caps.Has(st.Bnd, capIPCLock) {
 			cmdText += " that counts (capabilities in a user namespace do not bypass RLIMIT_MEMLOCK)"
+		}
+		if p.state.LostAtExec {
+			cmdText += ": the file capability of " + p.execWord() + " clears the ambient set at its exec"
 		}
 	}
 	r := Result{ID: IDCapabilities, Status: OK, Summary: ownText + "; " + cmdText, Details: d}
