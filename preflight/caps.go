@@ -137,6 +137,7 @@ func credential(c credFacts, kind Platform) pinrule.Cred {
 		Setid:        caps.Has(st.Eff, capSetuid) && caps.Has(st.Eff, capSetgid),
 		FullBounding: unrestricted(st.Bnd),
 		NoNewPrivs:   st.NoNewPrivs,
+		NoRoot:       st.NoRoot,
 		UserNS:       c.userns,
 		Memlock:      pinrule.Limit(c.memlock), MemlockKnown: c.memlockErr == nil,
 		CredsKnown: c.statusErr == nil,
@@ -359,6 +360,11 @@ func wordMemlock(c credFacts, p cmdPlan, pv pinrule.Verdict, min int64, kind Pla
 	default: // ruleNoIPCLock
 		v.summary = fmt.Sprintf("%s and %s has no CAP_IPC_LOCK%s", limWord, who, cannot)
 		v.fix = raiseFix(kind)
+		if st.NoRoot && cmdUID == 0 {
+			v.summary = fmt.Sprintf("%s and root has no CAP_IPC_LOCK: SECBIT_NOROOT is set, so root gains no capabilities at exec%s", limWord, cannot)
+			v.fix += "; or start ncclrun with CAP_IPC_LOCK in its ambient set (systemd `AmbientCapabilities=CAP_IPC_LOCK`, `setpriv --inh-caps +ipc_lock --ambient-caps +ipc_lock`), which root keeps under SECBIT_NOROOT"
+			break
+		}
 		if cmdUID != 0 && kind != Host && kind != Slurm {
 			v.fix += "; or " + advice.Text(advice.Ambient, advice.Platform(kind), w)
 		}
@@ -490,6 +496,9 @@ func checkCapabilities(c credFacts, p cmdPlan, v memlockVerdict, kind Platform) 
 	d["uid"] = st.UID
 	d["gid"] = st.GID
 	d["no_new_privs"] = st.NoNewPrivs
+	if st.NoRoot {
+		d["secbit_noroot"] = true
+	}
 	d["ipc_lock"] = st.sets(capIPCLock)
 	d["sys_resource"] = st.sets(capSysResource)
 	if c.fileCap != nil {
@@ -514,6 +523,9 @@ func checkCapabilities(c credFacts, p cmdPlan, v memlockVerdict, kind Platform) 
 	own = append(own, fmt.Sprintf("ncclrun runs as uid %d", st.UID))
 	if st.NoNewPrivs {
 		own = append(own, "with no_new_privs")
+	}
+	if st.NoRoot {
+		own = append(own, "with SECBIT_NOROOT (root gains no capabilities at exec)")
 	}
 	if c.userns {
 		own = append(own, "in a user namespace")

@@ -163,6 +163,18 @@ func TestRealCredentialStates(t *testing.T) {
 		want: want{memlock: OK, rule: pinrule.RuleCmdFileCap, via: "file", uid: 1000, cmdUID: 1000, ambient: true,
 			ipcLock: CapSets{Permitted: true, Bounding: true}, probeOK: true, capsStatus: OK},
 	}, {
+		// SECBIT_NOROOT: the helper, root, gained nothing at its exec, and
+		// a root CMD would gain nothing either.
+		name:    "root under SECBIT_NOROOT",
+		setpriv: []string{"--bounding-set", "-sys_resource", "--inh-caps=-all", "--securebits", "+noroot"},
+		want: want{memlock: Fail, rule: ruleNoIPCLock, via: "none", uid: 0, cmdUID: 0,
+			ipcLock: CapSets{Bounding: true}, probeOK: false, capsStatus: Warn},
+	}, {
+		name:    "root under SECBIT_NOROOT with IPC_LOCK ambient",
+		setpriv: []string{"--bounding-set", "-sys_resource", "--inh-caps=-all,+ipc_lock", "--ambient-caps", "+ipc_lock", "--securebits", "+noroot"},
+		want: want{memlock: OK, rule: ruleInherited, via: "inherited", uid: 0, cmdUID: 0,
+			ipcLock: CapSets{Effective: true, Permitted: true, Inheritable: true, Bounding: true, Ambient: true}, probeOK: true, capsStatus: OK},
+	}, {
 		name:    "user namespace: root with every capability, in the namespace only",
 		unshare: true,
 		want: want{memlock: Fail, rule: ruleUserNS, via: "none", uid: 0, cmdUID: 0, userns: true,

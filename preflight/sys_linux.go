@@ -40,8 +40,15 @@ func liveStatus() (procStatus, error) {
 	if err == nil {
 		st.NoNewPrivs, st.HasNNP = nnp == 1, true
 	}
+	// SECBIT_NOROOT: root gains no capabilities at exec (capabilities(7)).
+	if bits, err := unix.PrctlRetInt(unix.PR_GET_SECUREBITS, 0, 0, 0, 0); err == nil {
+		st.NoRoot = bits&secbitNoRoot != 0
+	}
 	return st, nil
 }
+
+// secbitNoRoot is SECBIT_NOROOT of prctl(PR_GET_SECUREBITS).
+const secbitNoRoot = 1 << 0
 
 // liveMemlock returns this process's RLIMIT_MEMLOCK.
 func liveMemlock() (Rlimit, error) {

@@ -68,6 +68,9 @@ type Cred struct {
 	// a container's chosen list.
 	FullBounding bool
 	NoNewPrivs   bool
+	// NoRoot: SECBIT_NOROOT is set, so a root CMD gains no capabilities
+	// at exec and follows a non-root user's rules.
+	NoRoot bool
 	// FileCap: ncclrun's binary carries cap_ipc_lock+p.
 	FileCap Tri
 	// Shell: ncclrun was started through a shell or another program
@@ -176,7 +179,7 @@ func (c Cred) Command() Command {
 	case c.Plan.DropIPCLock, c.UserNS:
 		// Dropped on purpose, or useless: capable() checks the initial
 		// user namespace (kernel/capability.c).
-	case cmd.Root():
+	case cmd.Root() && !c.NoRoot:
 		// Root after execve: P' = bounding | inheritable.
 		if ipc.Bounding || ipc.Inheritable {
 			cmd.IPCLockEffective, cmd.Via = true, ViaInherited
@@ -188,16 +191,17 @@ func (c Cred) Command() Command {
 		// it to I only when it is in the bounding set or already in I.
 		cmd.IPCLockEffective, cmd.Via, cmd.Ambient = true, ViaAmbient, true
 	}
-	if c.Exec.FileCap && !cmd.Root() && !c.UserNS && !c.Plan.DropIPCLock {
+	if c.Exec.FileCap && (!cmd.Root() || c.NoRoot) && !c.UserNS && !c.Plan.DropIPCLock {
 		cmd = c.atExec(cmd)
 	}
 	return cmd
 }
 
 // atExec applies the exec of a file with a file capability to a non-root
-// CMD (capabilities(7), security/commoncap.c): pA' = 0,
-// pP' = (pI & fI) | (fP & X), pE' = fE ? pP' : 0, and under no_new_privs
-// pP' holds nothing the process lacked before the exec.
+// CMD, or root under SECBIT_NOROOT (capabilities(7),
+// security/commoncap.c): pA' = 0, pP' = (pI & fI) | (fP & X),
+// pE' = fE ? pP' : 0, and under no_new_privs pP' holds nothing the
+// process lacked before the exec.
 func (c Cred) atExec(cmd Command) Command {
 	f := c.Exec
 	// Handed over (ambient or inherited): the process that execs holds
@@ -312,7 +316,7 @@ var Table = []Row{
 	{Name: RuleAmbient, Doc: "ncclrun holds CAP_IPC_LOCK in its permitted set (root, `setcap cap_ipc_lock+p`, `--user` from root) and hands it to CMD as ambient",
 		When: func(in Input) bool { return in.Cmd.Via == ViaAmbient }, Status: status(OK)},
 	{Name: RuleRootIPCLock, Doc: "CMD is root and CAP_IPC_LOCK is in the bounding set (root gets its bounding set at exec)",
-		When: func(in Input) bool { return in.Cmd.IPCLockEffective && in.Cmd.Root() }, Status: status(OK)},
+		When: func(in Input) bool { return in.Cmd.IPCLockEffective && in.Cmd.Root() && !in.NoRoot }, Status: status(OK)},
 	{Name: RuleCmdFileCap, Doc: "CMD's executable (a script's interpreter) grants CAP_IPC_LOCK itself as an effective file capability (`setcap cap_ipc_lock+ep`)",
 		When: func(in Input) bool { return in.Cmd.Via == ViaFile }, Status: status(OK)},
 	{Name: RuleInherited, Doc: "non-root CMD inherits CAP_IPC_LOCK that is already effective and ambient",
@@ -349,8 +353,9 @@ var Table = []Row{
 	{Name: RuleNoIPCLock, Doc: "anything else below the minimum",
 		When: func(Input) bool { return true }, Status: status(Fail), Fixes: []advice.Fix{advice.RaiseMemlock, advice.Ambient},
 		// A container's user without IPC_LOCK: the capability is a way
-		// out. An ordinary user on a host: the limit is.
-		Cause: func(in Input) bool { return !in.FullBounding }},
+		// out. An ordinary user on a host: the limit is. Root under
+		// SECBIT_NOROOT: the securebits are the cause.
+		Cause: func(in Input) bool { return !in.FullBounding || (in.NoRoot && in.Cmd.Root()) }},
 }
 
 // Decide evaluates the table for c with min bytes as the minimum CMD must

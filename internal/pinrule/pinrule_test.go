@@ -154,3 +154,38 @@ func TestExecFileCap(t *testing.T) {
 		})
 	}
 }
+
+// TestNoRoot: under SECBIT_NOROOT root gains no capabilities at exec
+// (capabilities(7)), so a root CMD keeps CAP_IPC_LOCK only through the
+// ambient set, as a non-root one does.
+func TestNoRoot(t *testing.T) {
+	full := CapSets{Effective: true, Permitted: true, Bounding: true}
+	cases := []struct {
+		name    string
+		ipc     CapSets
+		noroot  bool
+		rule    string
+		via     string
+		ambient bool
+	}{
+		{"root, IPC_LOCK in the bounding set", CapSets{Bounding: true}, false, RuleRootIPCLock, ViaInherited, false},
+		{"noroot, IPC_LOCK in the bounding set only", CapSets{Bounding: true}, true, RuleNoIPCLock, ViaNone, false},
+		{"noroot, ncclrun holds it: handed over as ambient", full, true, RuleAmbient, ViaAmbient, true},
+		{"noroot, already ambient: inherited", CapSets{Effective: true, Permitted: true, Inheritable: true, Bounding: true, Ambient: true}, true, RuleInherited, ViaInherited, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := base()
+			c.UID, c.GID, c.Setid = 0, 0, true
+			c.IPCLock, c.NoRoot = tc.ipc, tc.noroot
+			v := Decide(c, 1<<30)
+			assert.Equal(t, tc.rule, v.Rule)
+			assert.Equal(t, tc.via, v.Command.Via)
+			assert.Equal(t, tc.ambient, v.Command.Ambient)
+		})
+	}
+	host := base()
+	host.UID, host.GID, host.NoRoot, host.FullBounding = 0, 0, true, true
+	host.IPCLock = CapSets{Bounding: true}
+	assert.True(t, Decide(host, 1<<30).CapabilityCause, "on a host too, the securebits are the cause")
+}
