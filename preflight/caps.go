@@ -117,6 +117,9 @@ type cmdPlan struct {
 	// interpreter) when its file capability was read, execErr why not.
 	execFile, execCmd string
 	execErr           error
+	// memlockRefused says why the launcher cannot give CMD Plan.Memlock
+	// ("" when it can, or when that is unknown).
+	memlockRefused string
 }
 
 // execWord names the file whose capability decides CMD's, and the script
@@ -126,6 +129,28 @@ func (p cmdPlan) execWord() string {
 		return fmt.Sprintf("%s (the #! interpreter of %s)", p.execFile, p.execCmd)
 	}
 	return p.execFile
+}
+
+// memlockRefused says why setrlimit(2) will refuse want as CMD's limit
+// (the launcher then does not start CMD: exit 125): a hard limit above
+// ncclrun's own (after its raise) needs CAP_SYS_RESOURCE effective in the
+// initial user namespace. "" when it is allowed or that is unknown.
+func memlockRefused(c credFacts, want Rlimit) string {
+	cur := c.memlock
+	if c.memlockErr != nil || cur.Hard == Unlimited || (want.Hard != Unlimited && want.Hard <= cur.Hard) {
+		return ""
+	}
+	if c.statusErr != nil || c.usernsErr != nil {
+		return ""
+	}
+	what := fmt.Sprintf("--memlock asks for a hard RLIMIT_MEMLOCK of %s, above ncclrun's %s", units.FormatSize(want.Hard), units.FormatSize(cur.Hard))
+	switch {
+	case !caps.Has(c.status.Eff, capSysResource):
+		return what + ", which needs CAP_SYS_RESOURCE, and ncclrun does not hold it effective"
+	case c.userns:
+		return what + ", which needs CAP_SYS_RESOURCE in the initial user namespace, and ncclrun runs in another"
+	}
+	return ""
 }
 
 // credential describes ncclrun's state for the rule table.
@@ -158,6 +183,7 @@ func planCommand(s sysRoot, c credFacts, plan Plan, kind Platform) cmdPlan {
 		p.cmd.Memlock, p.cmd.MemlockKnown, p.limitPlan = *plan.Memlock, true, true
 		p.cred.Plan.Memlock = true
 		p.cred.Memlock = pinrule.Limit(*plan.Memlock)
+		p.memlockRefused = memlockRefused(c, *plan.Memlock)
 	}
 	for _, d := range plan.DropCaps {
 		if n := caps.Normalize(d); n == "IPC_LOCK" || n == "ALL" {
@@ -549,6 +575,12 @@ func checkCapabilities(c credFacts, p cmdPlan, v memlockVerdict, kind Platform) 
 		}
 	}
 	r := Result{ID: IDCapabilities, Status: OK, Summary: ownText + "; " + cmdText, Details: d}
+	if p.memlockRefused != "" {
+		r.Status = Fail
+		r.Summary = p.memlockRefused + ": ncclrun run will not start CMD (exit 125)"
+		r.Fix = fmt.Sprintf("give --memlock a hard limit of at most %s (`--memlock SOFT:HARD`), or raise the limit where ncclrun is started", units.FormatSize(c.memlock.Hard))
+		return r
+	}
 	if p.lacksSetid {
 		r.Status = Fail
 		r.Summary = fmt.Sprintf("ncclrun (uid %d) must switch CMD to uid %d gid %d but lacks CAP_SETUID or CAP_SETGID", st.UID, p.cmd.UID, p.cmd.GID)
