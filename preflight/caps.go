@@ -391,6 +391,13 @@ func wordMemlock(c credFacts, p cmdPlan, pv pinrule.Verdict, min int64, kind Pla
 			v.fix += "; or start ncclrun with CAP_IPC_LOCK in its ambient set (systemd `AmbientCapabilities=CAP_IPC_LOCK`, `setpriv --inh-caps +ipc_lock --ambient-caps +ipc_lock`), which root keeps under SECBIT_NOROOT"
 			break
 		}
+		if cmdUID != 0 && c.fileCap != nil && *c.fileCap && !caps.Has(st.Bnd, capIPCLock) {
+			// The file capability is there; the kernel grants it only
+			// within the bounding set (pP' = fP & X).
+			v.summary += "; ncclrun carries cap_ipc_lock+p, but the kernel grants a file capability only within the bounding set, which lacks IPC_LOCK"
+			v.fix = "add IPC_LOCK to the container's capabilities (`docker run --cap-add IPC_LOCK`, Kubernetes `securityContext.capabilities.add: [IPC_LOCK]`), which makes ncclrun's cap_ipc_lock+p work; or " + v.fix
+			break
+		}
 		if cmdUID != 0 && kind != Host && kind != Slurm {
 			v.fix += "; or " + advice.Text(advice.Ambient, advice.Platform(kind), w)
 		}

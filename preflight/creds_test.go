@@ -143,6 +143,13 @@ func TestRealCredentialStates(t *testing.T) {
 		want: want{memlock: Fail, rule: ruleNNPFileCap, via: "none", uid: 1000, cmdUID: 1000, nnp: true,
 			ipcLock: CapSets{Bounding: true}, probeOK: false, capsStatus: Warn},
 	}, {
+		// The file capability is granted only within the bounding set.
+		name:    "uid 1000 with cap_ipc_lock+p on the binary, IPC_LOCK not in the bounding set",
+		setpriv: []string{"--reuid", "1000", "--regid", "1000", "--clear-groups", "--inh-caps=-all", "--bounding-set", "-all"},
+		fileCap: true,
+		want: want{memlock: Fail, rule: ruleNoIPCLock, via: "none", uid: 1000, cmdUID: 1000,
+			ipcLock: CapSets{}, probeOK: false, capsStatus: Warn},
+	}, {
 		// The kernel clears the ambient set when it executes a file with
 		// a file capability: CMD loses what ncclrun hands it.
 		name:    "uid 1000 with cap_ipc_lock+p, CMD carries cap_ipc_lock+p",
@@ -249,6 +256,12 @@ func TestRealCredentialStates(t *testing.T) {
 			assert.EqualValues(t, tc.want.cmdUID, cmdState["uid"])
 			assert.Equal(t, tc.want.via != "none", cmdState["ipc_lock_effective"])
 			assert.Equal(t, tc.want.ambient, out.Ambient)
+			if tc.want.rule == ruleNoIPCLock && tc.fileCap {
+				// ncclrun already carries the capability: the fix is
+				// the bounding set, not another setcap.
+				assert.Contains(t, mem.Summary, "carries cap_ipc_lock+p")
+				assert.True(t, strings.HasPrefix(mem.Fix, "add IPC_LOCK to the container's capabilities"), mem.Fix)
+			}
 			if tc.want.rule == ruleNNPFileCap && out.Report.Environment.Kind != "docker" {
 				// The file capability is already there;
 				// the fix is the way ncclrun is started, not another setcap.
