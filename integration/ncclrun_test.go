@@ -286,3 +286,40 @@ func TestPID1KillAfter(t *testing.T) {
 	}
 	mustDocker(t, "rm", "-f", id)
 }
+
+// TestCmdFileCapability: the kernel clears the ambient set when it
+// executes a file that carries a file capability, so a CMD like capprobe-cap
+// (cap_ipc_lock+p, not effective) loses the CAP_IPC_LOCK ncclrun hands it.
+// run's preflight reads CMD's file capability and must agree with what CMD
+// really gets; a CMD without one is the control.
+func TestCmdFileCapability(t *testing.T) {
+	requireNcclrun(t)
+	img := scenarioImage(t)
+	nonRoot := []string{"--user", "1000:1000", "--cap-drop", "ALL", "--cap-add", "IPC_LOCK"}
+	fromRoot := []string{"--cap-drop", "ALL", "--cap-add", "IPC_LOCK", "--cap-add", "SETUID", "--cap-add", "SETGID"}
+	cases := []struct {
+		name, entry string
+		opts, pre   []string
+		cmd, rule   string
+		mlock       bool
+	}{
+		{"uid 1000, cap_ipc_lock+p ncclrun, CMD cap_ipc_lock+p", "/ncclrun-cap", nonRoot, nil, "/capprobe-cap", "cmd-file-cap-lost", false},
+		{"--user from root, CMD cap_ipc_lock+p", "/ncclrun", fromRoot, []string{"--user", "1000:1000"}, "/capprobe-cap", "cmd-file-cap-lost", false},
+		{"control: CMD without a file capability", "/ncclrun-cap", nonRoot, nil, "/capprobe", "ambient-raise", true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir, vo := outDir(t)
+			args := append(append([]string{}, tc.pre...), "run", "--min-memlock=1GiB", "--report", "/out/r.json", "--", tc.cmd, "--mlock", strconv.Itoa(pinBytes))
+			r := runContainer(t, append(append([]string{"--entrypoint", tc.entry}, tc.opts...), vo...), img, args...)
+			require.Zerof(t, r.Code, "ncclrun run -- %s: %s %s", tc.cmd, r.Stdout, r.Stderr)
+			p := parseProbe(t, r.Stdout)
+			rep := readReport(t, filepath.Join(dir, "r.json"))
+			ml, details := rep.Preflight.check(t, "memlock")
+			assert.Equal(t, tc.rule, details["rule"], "run's memlock rule: %v", details)
+			assert.Equal(t, tc.mlock, ml == "ok", "run's memlock verdict: %v", details)
+			assert.Equal(t, tc.mlock, p.MlockOK, "CMD's mlock of 16 MiB: %s", p.MlockErr)
+			assert.Equal(t, ipcLockClaimed(rep.Preflight), p.IPCLock["CapEff"], "command.ipc_lock_effective is what CMD really gets (caps %v)", p.Caps)
+		})
+	}
+}

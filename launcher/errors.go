@@ -74,12 +74,18 @@ func (e *StartError) ExitCode() int {
 // StartStatus classifies err, a failure of Run or Exec to start the
 // command, as bash and tini do: 127 not found, 126 found but not
 // executable, 125 (docker run's status for a failure of its own)
-// otherwise.
+// otherwise, the credentials or limit the launcher could not give the
+// command among them whatever their errno.
 func StartStatus(err error) int {
 	var ec interface{ ExitCode() int } // *StartError, or another typed start error
 	switch {
 	case errors.As(err, &ec) && (ec.ExitCode() == 127 || ec.ExitCode() == 126):
 		return ec.ExitCode()
+	case errors.Is(err, ErrMemlock), errors.Is(err, ErrUser), errors.Is(err, ErrCapability), errors.Is(err, ErrNoIPCLock):
+		// A limit, user or capability change refused (EPERM from the
+		// trampoline's setrlimit, setgroups or capset): a privilege
+		// ncclrun lacks, not a command that cannot be executed.
+		return 125
 	case errors.Is(err, exec.ErrNotFound), errors.Is(err, fs.ErrNotExist):
 		return 127
 	case errors.Is(err, fs.ErrPermission), errors.Is(err, syscall.ENOEXEC),

@@ -30,6 +30,14 @@ func TestStartStatus(t *testing.T) {
 		{"another typed 126", codeErr(126), 126},
 		{"a typed status that is not a start's", codeErr(3), 125},
 		{"anything else", errors.New("boom"), 125},
+		// The trampoline's stages report their errno: a setrlimit, setgroups
+		// or capset refused with EPERM is a privilege ncclrun lacks (125),
+		// not a command that cannot be executed (126).
+		{"trampoline memlock EPERM", failureError("x", "/bin/x", trampolineFailure{Stage: "memlock", Msg: "setrlimit: operation not permitted", Errno: int(syscall.EPERM)}), 125},
+		{"trampoline user EPERM", failureError("x", "/bin/x", trampolineFailure{Stage: "user", Msg: "setgroups: operation not permitted", Errno: int(syscall.EPERM)}), 125},
+		{"trampoline capset EPERM", failureError("x", "/bin/x", trampolineFailure{Stage: "capset", Msg: "capset: operation not permitted", Errno: int(syscall.EPERM)}), 125},
+		{"trampoline ambient EPERM", failureError("x", "/bin/x", trampolineFailure{Stage: "ambient", Msg: "prctl: operation not permitted", Errno: int(syscall.EPERM)}), 125},
+		{"trampoline exec EACCES", failureError("x", "/bin/x", trampolineFailure{Stage: "exec", Errno: int(syscall.EACCES)}), 126},
 	} {
 		assert.Equal(t, tc.want, StartStatus(tc.err), tc.name)
 	}

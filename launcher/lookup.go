@@ -8,7 +8,20 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"github.com/ncclrun/ncclrun/internal/environ"
 )
+
+// LookPath finds the command as Run and Exec will: path as given when it
+// holds a slash, else in the PATH of env (the environment the command
+// gets; the process's own PATH when env has none). Errors are Run's.
+func LookPath(path string, env []string) (string, error) {
+	pathEnv, ok := environ.Lookup(env, "PATH")
+	if !ok {
+		pathEnv = os.Getenv("PATH")
+	}
+	return lookCommand(path, pathEnv)
+}
 
 // lookCommand resolves path like a shell: with a slash it is used as is,
 // otherwise each PATH directory is tried (an empty entry is "."). It

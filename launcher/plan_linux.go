@@ -44,11 +44,7 @@ func plan(cfg Config) (*launch, error) {
 	// One entry per name, the last (exec.Cmd.Env's rule): CMD reads the
 	// value ncclrun read, whichever entry its libc would have picked.
 	env = environ.Dedup(environ.Without(env, trampolineEnv))
-	pathEnv, ok := environ.Lookup(env, "PATH")
-	if !ok {
-		pathEnv = os.Getenv("PATH")
-	}
-	path, err := lookCommand(cfg.Path, pathEnv)
+	path, err := LookPath(cfg.Path, env)
 	if err != nil {
 		return nil, err
 	}

@@ -135,6 +135,11 @@ type Plan struct {
 	DropCaps []string
 	// Memlock, when non-nil, is the --memlock value forced on CMD.
 	Memlock *Rlimit
+	// Exec is CMD's executable as the launcher will find it ("" when there
+	// is no CMD, as for doctor). On the live system its file capability
+	// (or its #! interpreter's) is read: exec'ing a file that carries one
+	// clears the ambient set that hands CMD CAP_IPC_LOCK.
+	Exec string
 }
 
 // Options configure Run. The zero value checks the live system with the
@@ -180,7 +185,7 @@ type CommandState struct {
 	UID              int  `json:"uid"`
 	GID              int  `json:"gid"`
 	IPCLockEffective bool `json:"ipc_lock_effective"`
-	// Via is "inherited", "ambient" or "none".
+	// Via is "inherited", "ambient", "file" or "none".
 	Via string `json:"via"`
 	// Ambient tells the launcher to raise CAP_IPC_LOCK into CMD's ambient set.
 	Ambient bool `json:"-"`

@@ -113,6 +113,44 @@ type cmdPlan struct {
 	lacksSetid bool  // switching needs CAP_SETUID+CAP_SETGID, ncclrun lacks one
 	userErr    error // --user could not be resolved
 	limitPlan  bool  // Plan.Memlock overrides the limit
+	// execFile is the file the kernel runs for CMD (Plan.Exec, or its #!
+	// interpreter) when its file capability was read, execErr why not.
+	execFile, execCmd string
+	execErr           error
+	// memlockRefused says why the launcher cannot give CMD Plan.Memlock
+	// ("" when it can, or when that is unknown).
+	memlockRefused string
+}
+
+// execWord names the file whose capability decides CMD's, and the script
+// it interprets when it is one's #! interpreter.
+func (p cmdPlan) execWord() string {
+	if p.execCmd != "" && p.execCmd != p.execFile {
+		return fmt.Sprintf("%s (the #! interpreter of %s)", p.execFile, p.execCmd)
+	}
+	return p.execFile
+}
+
+// memlockRefused says why setrlimit(2) will refuse want as CMD's limit
+// (the launcher then does not start CMD: exit 125): a hard limit above
+// ncclrun's own (after its raise) needs CAP_SYS_RESOURCE effective in the
+// initial user namespace. "" when it is allowed or that is unknown.
+func memlockRefused(c credFacts, want Rlimit) string {
+	cur := c.memlock
+	if c.memlockErr != nil || cur.Hard == Unlimited || (want.Hard != Unlimited && want.Hard <= cur.Hard) {
+		return ""
+	}
+	if c.statusErr != nil || c.usernsErr != nil {
+		return ""
+	}
+	what := fmt.Sprintf("--memlock asks for a hard RLIMIT_MEMLOCK of %s, above ncclrun's %s", units.FormatSize(want.Hard), units.FormatSize(cur.Hard))
+	switch {
+	case !caps.Has(c.status.Eff, capSysResource):
+		return what + ", which needs CAP_SYS_RESOURCE, and ncclrun does not hold it effective"
+	case c.userns:
+		return what + ", which needs CAP_SYS_RESOURCE in the initial user namespace, and ncclrun runs in another"
+	}
+	return ""
 }
 
 // credential describes ncclrun's state for the rule table.
@@ -124,6 +162,7 @@ func credential(c credFacts, kind Platform) pinrule.Cred {
 		Setid:        caps.Has(st.Eff, capSetuid) && caps.Has(st.Eff, capSetgid),
 		FullBounding: unrestricted(st.Bnd),
 		NoNewPrivs:   st.NoNewPrivs,
+		NoRoot:       st.NoRoot,
 		UserNS:       c.userns,
 		Memlock:      pinrule.Limit(c.memlock), MemlockKnown: c.memlockErr == nil,
 		CredsKnown: c.statusErr == nil,
@@ -144,6 +183,7 @@ func planCommand(s sysRoot, c credFacts, plan Plan, kind Platform) cmdPlan {
 		p.cmd.Memlock, p.cmd.MemlockKnown, p.limitPlan = *plan.Memlock, true, true
 		p.cred.Plan.Memlock = true
 		p.cred.Memlock = pinrule.Limit(*plan.Memlock)
+		p.memlockRefused = memlockRefused(c, *plan.Memlock)
 	}
 	for _, d := range plan.DropCaps {
 		if n := caps.Normalize(d); n == "IPC_LOCK" || n == "ALL" {
@@ -163,6 +203,10 @@ func planCommand(s sysRoot, c credFacts, plan Plan, kind Platform) cmdPlan {
 			p.cred.Plan.User, p.cred.Plan.UID, p.cred.Plan.GID = true, uid, gid
 		}
 	}
+	if plan.Exec != "" && s.live {
+		p.execCmd = plan.Exec
+		p.execFile, p.cred.Exec, p.execErr = execFileCaps(plan.Exec)
+	}
 	p.state = p.cred.Command()
 	p.switchUID, p.lacksSetid = p.state.SwitchUser, p.state.LacksSetid
 	p.cmd.UID, p.cmd.GID = p.state.UID, p.state.GID
@@ -176,6 +220,8 @@ const (
 	ruleUnlimited     = pinrule.RuleUnlimited
 	ruleRootIPCLock   = pinrule.RuleRootIPCLock
 	ruleInherited     = pinrule.RuleInherited
+	ruleCmdFileCap    = pinrule.RuleCmdFileCap
+	ruleCmdCapLost    = pinrule.RuleCmdCapLost
 	ruleAmbient       = pinrule.RuleAmbient
 	ruleFinite        = pinrule.RuleFinite
 	ruleUserNS        = pinrule.RuleUserNS
@@ -276,6 +322,8 @@ func wordMemlock(c credFacts, p cmdPlan, pv pinrule.Verdict, min int64, kind Pla
 		v.summary = fmt.Sprintf("%s but CMD (root) holds CAP_IPC_LOCK effective, so the limit is not enforced", limWord)
 	case ruleInherited:
 		v.summary = fmt.Sprintf("%s but CMD (%s) inherits CAP_IPC_LOCK from the ambient set, so the limit is not enforced", limWord, who)
+	case ruleCmdFileCap:
+		v.summary = fmt.Sprintf("%s but CMD (%s) gets CAP_IPC_LOCK effective from the file capability of %s, so the limit is not enforced", limWord, who, p.execWord())
 	case ruleUnknown:
 		v.fix = fix
 		switch {
@@ -302,6 +350,9 @@ func wordMemlock(c credFacts, p cmdPlan, pv pinrule.Verdict, min int64, kind Pla
 	case ruleFinite:
 		v.summary = fmt.Sprintf("%s: enough for the %s minimum but not unlimited, as NCCL recommends", limWord, units.FormatSize(min))
 		v.fix = fix
+	case ruleCmdCapLost:
+		v.summary = fmt.Sprintf("%s and ncclrun hands CMD (%s) CAP_IPC_LOCK in its ambient set, but %s carries a file capability without CAP_IPC_LOCK effective, and the kernel clears the ambient set when it executes such a file%s", limWord, who, p.execWord(), cannot)
+		v.fix = fmt.Sprintf("remove the file capability (`setcap -r %s`), or add CAP_IPC_LOCK to the capabilities `getcap %s` shows and make them effective (`setcap cap_ipc_lock,...+ep %s`); or %s", p.execFile, p.execFile, p.execFile, fix)
 	case ruleNoSetid:
 		v.summary = fmt.Sprintf("%s and ncclrun cannot switch to uid %d to hand it CAP_IPC_LOCK (no CAP_SETUID/CAP_SETGID)%s", limWord, cmdUID, cannot)
 		v.fix = fix
@@ -335,6 +386,18 @@ func wordMemlock(c credFacts, p cmdPlan, pv pinrule.Verdict, min int64, kind Pla
 	default: // ruleNoIPCLock
 		v.summary = fmt.Sprintf("%s and %s has no CAP_IPC_LOCK%s", limWord, who, cannot)
 		v.fix = raiseFix(kind)
+		if st.NoRoot && cmdUID == 0 {
+			v.summary = fmt.Sprintf("%s and root has no CAP_IPC_LOCK: SECBIT_NOROOT is set, so root gains no capabilities at exec%s", limWord, cannot)
+			v.fix += "; or start ncclrun with CAP_IPC_LOCK in its ambient set (systemd `AmbientCapabilities=CAP_IPC_LOCK`, `setpriv --inh-caps +ipc_lock --ambient-caps +ipc_lock`), which root keeps under SECBIT_NOROOT"
+			break
+		}
+		if cmdUID != 0 && c.fileCap != nil && *c.fileCap && !caps.Has(st.Bnd, capIPCLock) {
+			// The file capability is there; the kernel grants it only
+			// within the bounding set (pP' = fP & X).
+			v.summary += "; ncclrun carries cap_ipc_lock+p, but the kernel grants a file capability only within the bounding set, which lacks IPC_LOCK"
+			v.fix = "add IPC_LOCK to the container's capabilities (`docker run --cap-add IPC_LOCK`, Kubernetes `securityContext.capabilities.add: [IPC_LOCK]`), which makes ncclrun's cap_ipc_lock+p work; or " + v.fix
+			break
+		}
 		if cmdUID != 0 && kind != Host && kind != Slurm {
 			v.fix += "; or " + advice.Text(advice.Ambient, advice.Platform(kind), w)
 		}
@@ -466,10 +529,22 @@ func checkCapabilities(c credFacts, p cmdPlan, v memlockVerdict, kind Platform) 
 	d["uid"] = st.UID
 	d["gid"] = st.GID
 	d["no_new_privs"] = st.NoNewPrivs
+	if st.NoRoot {
+		d["secbit_noroot"] = true
+	}
 	d["ipc_lock"] = st.sets(capIPCLock)
 	d["sys_resource"] = st.sets(capSysResource)
 	if c.fileCap != nil {
 		d["file_capability"] = *c.fileCap
+	}
+	if p.execFile != "" {
+		// The file the kernel runs for CMD and whether its file
+		// capability decides CMD's CAP_IPC_LOCK.
+		file := map[string]any{"path": p.execFile, "file_capability": p.cred.Exec.FileCap}
+		if p.execErr != nil {
+			file["error"] = p.execErr.Error()
+		}
+		d["command_file"] = file
 	}
 	if p.userErr != nil {
 		d["user_error"] = p.userErr.Error()
@@ -482,6 +557,9 @@ func checkCapabilities(c credFacts, p cmdPlan, v memlockVerdict, kind Platform) 
 	if st.NoNewPrivs {
 		own = append(own, "with no_new_privs")
 	}
+	if st.NoRoot {
+		own = append(own, "with SECBIT_NOROOT (root gains no capabilities at exec)")
+	}
 	if c.userns {
 		own = append(own, "in a user namespace")
 	}
@@ -492,13 +570,24 @@ func checkCapabilities(c credFacts, p cmdPlan, v memlockVerdict, kind Platform) 
 		cmdText = fmt.Sprintf("CMD (uid %d) gets CAP_IPC_LOCK through its ambient set", p.cmd.UID)
 	case "inherited":
 		cmdText = fmt.Sprintf("CMD (uid %d) keeps CAP_IPC_LOCK effective", p.cmd.UID)
+	case "file":
+		cmdText = fmt.Sprintf("CMD (uid %d) gets CAP_IPC_LOCK from the file capability of %s", p.cmd.UID, p.execWord())
 	default:
 		cmdText = fmt.Sprintf("CMD (uid %d) will not hold CAP_IPC_LOCK", p.cmd.UID)
 		if c.userns && caps.Has(st.Bnd, capIPCLock) {
 			cmdText += " that counts (capabilities in a user namespace do not bypass RLIMIT_MEMLOCK)"
 		}
+		if p.state.LostAtExec {
+			cmdText += ": the file capability of " + p.execWord() + " clears the ambient set at its exec"
+		}
 	}
 	r := Result{ID: IDCapabilities, Status: OK, Summary: ownText + "; " + cmdText, Details: d}
+	if p.memlockRefused != "" {
+		r.Status = Fail
+		r.Summary = p.memlockRefused + ": ncclrun run will not start CMD (exit 125)"
+		r.Fix = fmt.Sprintf("give --memlock a hard limit of at most %s (`--memlock SOFT:HARD`), or raise the limit where ncclrun is started", units.FormatSize(c.memlock.Hard))
+		return r
+	}
 	if p.lacksSetid {
 		r.Status = Fail
 		r.Summary = fmt.Sprintf("ncclrun (uid %d) must switch CMD to uid %d gid %d but lacks CAP_SETUID or CAP_SETGID", st.UID, p.cmd.UID, p.cmd.GID)

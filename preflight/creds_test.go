@@ -8,11 +8,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ncclrun/ncclrun/internal/pinrule"
 	"github.com/ncclrun/ncclrun/internal/testutil"
 )
 
@@ -70,7 +72,11 @@ func TestRealCredentialStates(t *testing.T) {
 		fileCap bool // run a copy of the helper carrying cap_ipc_lock+p
 		shell   bool // start the helper from sh, not directly from setpriv
 		user    string
-		want    want
+		// exec: CMD's executable carries this file capability ("" none);
+		// script: CMD is a #! script whose interpreter carries it.
+		exec   string
+		script bool
+		want   want
 	}{{
 		name:    "docker default root: IPC_LOCK not in the bounding set",
 		setpriv: []string{"--bounding-set", "-ipc_lock,-sys_resource", "--inh-caps=-all"},
@@ -137,6 +143,45 @@ func TestRealCredentialStates(t *testing.T) {
 		want: want{memlock: Fail, rule: ruleNNPFileCap, via: "none", uid: 1000, cmdUID: 1000, nnp: true,
 			ipcLock: CapSets{Bounding: true}, probeOK: false, capsStatus: Warn},
 	}, {
+		// The file capability is granted only within the bounding set.
+		name:    "uid 1000 with cap_ipc_lock+p on the binary, IPC_LOCK not in the bounding set",
+		setpriv: []string{"--reuid", "1000", "--regid", "1000", "--clear-groups", "--inh-caps=-all", "--bounding-set", "-all"},
+		fileCap: true,
+		want: want{memlock: Fail, rule: ruleNoIPCLock, via: "none", uid: 1000, cmdUID: 1000,
+			ipcLock: CapSets{}, probeOK: false, capsStatus: Warn},
+	}, {
+		// The kernel clears the ambient set when it executes a file with
+		// a file capability: CMD loses what ncclrun hands it.
+		name:    "uid 1000 with cap_ipc_lock+p, CMD carries cap_ipc_lock+p",
+		setpriv: []string{"--reuid", "1000", "--regid", "1000", "--clear-groups", "--inh-caps=-all", "--bounding-set", "-all,+ipc_lock"},
+		fileCap: true, exec: "cap_ipc_lock+p",
+		want: want{memlock: Fail, rule: pinrule.RuleCmdCapLost, via: "none", uid: 1000, cmdUID: 1000, ambient: true,
+			ipcLock: CapSets{Permitted: true, Bounding: true}, probeOK: true, capsStatus: Warn},
+	}, {
+		name:    "root starting CMD as uid 1000 (--user), CMD's #! interpreter carries cap_net_raw+ep",
+		setpriv: []string{"--bounding-set", "-sys_resource", "--inh-caps=-all"},
+		user:    "1000:1000", exec: "cap_net_raw+ep", script: true,
+		want: want{memlock: Fail, rule: pinrule.RuleCmdCapLost, via: "none", uid: 0, cmdUID: 1000, ambient: true,
+			ipcLock: CapSets{Effective: true, Permitted: true, Bounding: true}, probeOK: true, capsStatus: Warn},
+	}, {
+		name:    "uid 1000 with cap_ipc_lock+p, CMD carries cap_ipc_lock+ep",
+		setpriv: []string{"--reuid", "1000", "--regid", "1000", "--clear-groups", "--inh-caps=-all", "--bounding-set", "-all,+ipc_lock"},
+		fileCap: true, exec: "cap_ipc_lock+ep",
+		want: want{memlock: OK, rule: pinrule.RuleCmdFileCap, via: "file", uid: 1000, cmdUID: 1000, ambient: true,
+			ipcLock: CapSets{Permitted: true, Bounding: true}, probeOK: true, capsStatus: OK},
+	}, {
+		// SECBIT_NOROOT: the helper, root, gained nothing at its exec, and
+		// a root CMD would gain nothing either.
+		name:    "root under SECBIT_NOROOT",
+		setpriv: []string{"--bounding-set", "-sys_resource", "--inh-caps=-all", "--securebits", "+noroot"},
+		want: want{memlock: Fail, rule: ruleNoIPCLock, via: "none", uid: 0, cmdUID: 0,
+			ipcLock: CapSets{Bounding: true}, probeOK: false, capsStatus: Warn},
+	}, {
+		name:    "root under SECBIT_NOROOT with IPC_LOCK ambient",
+		setpriv: []string{"--bounding-set", "-sys_resource", "--inh-caps=-all,+ipc_lock", "--ambient-caps", "+ipc_lock", "--securebits", "+noroot"},
+		want: want{memlock: OK, rule: ruleInherited, via: "inherited", uid: 0, cmdUID: 0,
+			ipcLock: CapSets{Effective: true, Permitted: true, Inheritable: true, Bounding: true, Ambient: true}, probeOK: true, capsStatus: OK},
+	}, {
 		name:    "user namespace: root with every capability, in the namespace only",
 		unshare: true,
 		want: want{memlock: Fail, rule: ruleUserNS, via: "none", uid: 0, cmdUID: 0, userns: true,
@@ -157,13 +202,25 @@ func TestRealCredentialStates(t *testing.T) {
 				out, err := exec.Command(testutil.RequireTool(t, "setcap"), "cap_ipc_lock+p", exe).CombinedOutput()
 				require.NoError(t, err, "setcap: %s", out)
 			}
+			var cmdExec string
+			if tc.exec != "" {
+				cmdExec = filepath.Join(filepath.Dir(bin), "cmd-"+strings.NewReplacer("+", "-", ",", "-").Replace(tc.exec))
+				require.NoError(t, os.WriteFile(cmdExec, []byte("\x7fELF"), 0o755))
+				out, err := exec.Command(testutil.RequireTool(t, "setcap"), tc.exec, cmdExec).CombinedOutput()
+				require.NoError(t, err, "setcap: %s", out)
+				if tc.script {
+					script := cmdExec + ".sh"
+					require.NoError(t, os.WriteFile(script, []byte("#!"+cmdExec+"\n"), 0o755))
+					cmdExec = script
+				}
+			}
 			if tc.shell {
 				args = append(args, "--", testutil.RequireTool(t, "sh"), "-c", `exec "$0" -test.run='^$'`, exe)
 			} else {
 				args = append(args, "--", exe, "-test.run=^$")
 			}
 			cmd := exec.Command(prlimit, args...)
-			cmd.Env = []string{helperEnv + "=report", "PREFLIGHT_TEST_PROBE=" + strconv.Itoa(probe), "PREFLIGHT_TEST_USER=" + tc.user, "PATH=/usr/bin:/bin"}
+			cmd.Env = []string{helperEnv + "=report", "PREFLIGHT_TEST_PROBE=" + strconv.Itoa(probe), "PREFLIGHT_TEST_USER=" + tc.user, "PREFLIGHT_TEST_EXEC=" + cmdExec, "PATH=/usr/bin:/bin"}
 			var stdout, stderr bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &stdout, &stderr
 			require.NoError(t, cmd.Run(), "stderr: %s", stderr.String())
@@ -199,6 +256,12 @@ func TestRealCredentialStates(t *testing.T) {
 			assert.EqualValues(t, tc.want.cmdUID, cmdState["uid"])
 			assert.Equal(t, tc.want.via != "none", cmdState["ipc_lock_effective"])
 			assert.Equal(t, tc.want.ambient, out.Ambient)
+			if tc.want.rule == ruleNoIPCLock && tc.fileCap {
+				// ncclrun already carries the capability: the fix is
+				// the bounding set, not another setcap.
+				assert.Contains(t, mem.Summary, "carries cap_ipc_lock+p")
+				assert.True(t, strings.HasPrefix(mem.Fix, "add IPC_LOCK to the container's capabilities"), mem.Fix)
+			}
 			if tc.want.rule == ruleNNPFileCap && out.Report.Environment.Kind != "docker" {
 				// The file capability is already there;
 				// the fix is the way ncclrun is started, not another setcap.

@@ -49,6 +49,7 @@ func helperReport() int {
 	if u := os.Getenv("PREFLIGHT_TEST_USER"); u != "" {
 		opts.Plan.User = u
 	}
+	opts.Plan.Exec = os.Getenv("PREFLIGHT_TEST_EXEC")
 	r := Run(context.Background(), opts)
 	out := helperOutput{Report: r, Command: r.Command, Ambient: r.Command.Ambient}
 	if err := json.NewEncoder(os.Stdout).Encode(out); err != nil {

@@ -38,6 +38,9 @@ type procStatus struct {
 	HasAmb                  bool // CapAmb exists (Linux >= 4.3)
 	NoNewPrivs              bool
 	HasNNP                  bool // NoNewPrivs exists (Linux >= 4.10)
+	// NoRoot: SECBIT_NOROOT is set (prctl(2) on the live system only;
+	// status files do not show securebits).
+	NoRoot bool
 }
 
 // parseStatus parses the Uid, Gid, Cap* and NoNewPrivs lines of a status

@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/ncclrun/ncclrun/internal/pinrule"
 	"github.com/ncclrun/ncclrun/internal/rlimit"
 )
 
@@ -39,8 +40,15 @@ func liveStatus() (procStatus, error) {
 	if err == nil {
 		st.NoNewPrivs, st.HasNNP = nnp == 1, true
 	}
+	// SECBIT_NOROOT: root gains no capabilities at exec (capabilities(7)).
+	if bits, err := unix.PrctlRetInt(unix.PR_GET_SECUREBITS, 0, 0, 0, 0); err == nil {
+		st.NoRoot = bits&secbitNoRoot != 0
+	}
 	return st, nil
 }
+
+// secbitNoRoot is SECBIT_NOROOT of prctl(PR_GET_SECUREBITS).
+const secbitNoRoot = 1 << 0
 
 // liveMemlock returns this process's RLIMIT_MEMLOCK.
 func liveMemlock() (Rlimit, error) {
@@ -85,6 +93,81 @@ func fileCaps(path string) (bool, error) {
 		return false, fmt.Errorf("getxattr %q security.capability: %w", path, err)
 	}
 	return n > 0, nil
+}
+
+// execFileCaps reads the file capability of the file the kernel runs when
+// path is exec'd: path itself, or for a #! script its interpreter (as
+// binfmt_script, up to maxInterp levels), whose path it returns. Each file
+// is opened without blocking (a FIFO put there cannot hang preflight) and
+// must be a regular file; only its first bytes are read. A capability on
+// a nosuid mount is not honoured at exec, so it counts as none.
+func execFileCaps(path string) (string, pinrule.ExecFile, error) {
+	for range maxInterp + 1 {
+		fd, err := openNonblock(path)
+		if err != nil {
+			return path, pinrule.ExecFile{}, err
+		}
+		f, interp, err := fdExecCaps(fd, path)
+		_ = unix.Close(fd)
+		if err != nil || interp == "" {
+			return path, f, err
+		}
+		path = interp
+	}
+	return path, pinrule.ExecFile{}, fmt.Errorf("%s: more than %d #! interpreters", path, maxInterp)
+}
+
+func openNonblock(path string) (int, error) {
+	for {
+		fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
+		if err != unix.EINTR {
+			if err != nil {
+				return -1, &os.PathError{Op: "open", Path: path, Err: err}
+			}
+			return fd, nil
+		}
+	}
+}
+
+// fdExecCaps is execFileCaps for one open file: the interpreter when it
+// is a #! script, else its file capability.
+func fdExecCaps(fd int, path string) (pinrule.ExecFile, string, error) {
+	var none pinrule.ExecFile
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return none, "", &os.PathError{Op: "fstat", Path: path, Err: err}
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return none, "", fmt.Errorf("%s: not a regular file", path)
+	}
+	head := make([]byte, binprmBuf)
+	n, err := unix.Read(fd, head)
+	if err != nil {
+		return none, "", &os.PathError{Op: "read", Path: path, Err: err}
+	}
+	if interp, ok := shebang(head[:max(n, 0)]); ok {
+		return none, interp, nil
+	}
+	var fs unix.Statfs_t
+	if err := unix.Fstatfs(fd, &fs); err != nil {
+		return none, "", &os.PathError{Op: "fstatfs", Path: path, Err: err}
+	}
+	if fs.Flags&unix.ST_NOSUID != 0 {
+		return none, "", nil
+	}
+	buf := make([]byte, 64)
+	n, err = unix.Fgetxattr(fd, "security.capability", buf)
+	if errors.Is(err, unix.ENODATA) || errors.Is(err, unix.ENOTSUP) {
+		return none, "", nil
+	}
+	if err != nil {
+		return none, "", &os.PathError{Op: "getxattr security.capability", Path: path, Err: err}
+	}
+	f, err := parseVFSCap(buf[:n])
+	if err != nil {
+		return none, "", fmt.Errorf("%s: %w", path, err)
+	}
+	return f, "", nil
 }
 
 // liveAddrs maps interface indexes to their addresses from one

@@ -2,7 +2,11 @@
 
 package preflight
 
-import "net"
+import (
+	"net"
+
+	"github.com/ncclrun/ncclrun/internal/pinrule"
+)
 
 func liveStatus() (procStatus, error) { return procStatus{}, ErrUnsupported }
 func liveMemlock() (Rlimit, error)    { return Rlimit{}, ErrUnsupported }
@@ -12,6 +16,9 @@ func statfsSize(string) (int64, error) {
 }
 func openRW(string) error           { return ErrUnsupported }
 func fileCaps(string) (bool, error) { return false, ErrUnsupported }
+func execFileCaps(p string) (string, pinrule.ExecFile, error) {
+	return p, pinrule.ExecFile{}, ErrUnsupported
+}
 
 // liveAddrs maps the index of each of ifs to its addresses; an interface
 // whose addresses cannot be read has none.

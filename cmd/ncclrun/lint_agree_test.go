@@ -118,8 +118,10 @@ func TestDoctorAndLintAgree(t *testing.T) {
 	}
 	// Rows a manifest cannot express.
 	inexpressible := map[string]string{
-		pinrule.RuleInherited: "Kubernetes and Compose cannot set ambient capabilities",
-		pinrule.RuleUnknown:   "a manifest always describes credentials",
+		pinrule.RuleInherited:  "Kubernetes and Compose cannot set ambient capabilities",
+		pinrule.RuleUnknown:    "a manifest always describes credentials",
+		pinrule.RuleCmdFileCap: "a manifest does not show the file capabilities of CMD's executable",
+		pinrule.RuleCmdCapLost: "a manifest does not show the file capabilities of CMD's executable",
 	}
 	covered := map[string]bool{}
 	for _, tc := range cases {

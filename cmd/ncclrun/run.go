@@ -172,6 +172,10 @@ func runPreflight(ctx context.Context, e *env, j runJob, before *preflight.Rlimi
 	opts := preflightOptions(j.s, e.environ, before)
 	if liveRoot(j.s.root) {
 		resolvedPlan(&opts, j.user)
+		// The file CMD's exec runs: its file capability decides whether
+		// CMD keeps the CAP_IPC_LOCK handed to it. Not found: the start
+		// says so (127/126), and preflight has nothing to read.
+		opts.Plan.Exec, _ = launcher.LookPath(j.path, e.environ)
 	}
 	// run shows a check's details only when it warned, and then the rules
 	// that need NCCL's version have read it; --report shows them all.

@@ -68,6 +68,9 @@ type Cred struct {
 	// a container's chosen list.
 	FullBounding bool
 	NoNewPrivs   bool
+	// NoRoot: SECBIT_NOROOT is set, so a root CMD gains no capabilities
+	// at exec and follows a non-root user's rules.
+	NoRoot bool
 	// FileCap: ncclrun's binary carries cap_ipc_lock+p.
 	FileCap Tri
 	// Shell: ncclrun was started through a shell or another program
@@ -89,6 +92,25 @@ type Cred struct {
 	Judge bool
 	// Plan: what the launcher does to CMD.
 	Plan Plan
+	// Exec is the file capability of the file CMD's execve runs; the zero
+	// value (none, or not known) changes nothing.
+	Exec ExecFile
+}
+
+// ExecFile describes the file capability of the file the kernel runs for
+// CMD: CMD's executable, or for a script its #! interpreter. A file
+// capability makes the file privileged, and the kernel clears the ambient
+// set at its exec (capabilities(7)), so a non-root CMD keeps CAP_IPC_LOCK
+// only where the file itself grants it effective.
+type ExecFile struct {
+	// FileCap: the file carries a file capability the kernel honours (a
+	// valid security.capability, on a mount without nosuid, of this
+	// namespace's root).
+	FileCap bool
+	// Effective is its effective bit; IPCLockPermitted and
+	// IPCLockInheritable are CAP_IPC_LOCK in its permitted and inheritable
+	// masks.
+	Effective, IPCLockPermitted, IPCLockInheritable bool
 }
 
 // Plan is what the launcher will do to CMD's credentials.
@@ -110,6 +132,9 @@ const (
 	ViaNone      = "none"
 	ViaInherited = "inherited"
 	ViaAmbient   = "ambient"
+	// ViaFile: CMD's own executable grants CAP_IPC_LOCK as an effective
+	// file capability.
+	ViaFile = "file"
 )
 
 // Command is the state CMD will start in.
@@ -125,6 +150,10 @@ type Command struct {
 	// for want of CAP_SETUID/CAP_SETGID.
 	SwitchUser bool
 	LacksSetid bool
+	// LostAtExec: ncclrun hands CMD CAP_IPC_LOCK (ambient, or inherited
+	// from an ambient set) but CMD's executable carries a file capability
+	// without it effective, so the exec clears it.
+	LostAtExec bool
 }
 
 // Root reports whether CMD runs as root.
@@ -150,7 +179,7 @@ func (c Cred) Command() Command {
 	case c.Plan.DropIPCLock, c.UserNS:
 		// Dropped on purpose, or useless: capable() checks the initial
 		// user namespace (kernel/capability.c).
-	case cmd.Root():
+	case cmd.Root() && !c.NoRoot:
 		// Root after execve: P' = bounding | inheritable.
 		if ipc.Bounding || ipc.Inheritable {
 			cmd.IPCLockEffective, cmd.Via = true, ViaInherited
@@ -162,6 +191,34 @@ func (c Cred) Command() Command {
 		// it to I only when it is in the bounding set or already in I.
 		cmd.IPCLockEffective, cmd.Via, cmd.Ambient = true, ViaAmbient, true
 	}
+	if c.Exec.FileCap && (!cmd.Root() || c.NoRoot) && !c.UserNS && !c.Plan.DropIPCLock {
+		cmd = c.atExec(cmd)
+	}
+	return cmd
+}
+
+// atExec applies the exec of a file with a file capability to a non-root
+// CMD, or root under SECBIT_NOROOT (capabilities(7),
+// security/commoncap.c): pA' = 0, pP' = (pI & fI) | (fP & X),
+// pE' = fE ? pP' : 0, and under no_new_privs pP' holds nothing the
+// process lacked before the exec.
+func (c Cred) atExec(cmd Command) Command {
+	f := c.Exec
+	// Handed over (ambient or inherited): the process that execs holds
+	// CAP_IPC_LOCK in P and I; the launcher adds it to I for the ambient
+	// raise.
+	handed := cmd.Via != ViaNone
+	inh := handed || c.IPCLock.Inheritable
+	before := handed || (!cmd.SwitchUser && c.IPCLock.Permitted)
+	prm := (inh && f.IPCLockInheritable) || (c.IPCLock.Bounding && f.IPCLockPermitted)
+	if c.NoNewPrivs && !before {
+		prm = false
+	}
+	if f.Effective && prm {
+		cmd.IPCLockEffective, cmd.Via = true, ViaFile
+		return cmd
+	}
+	cmd.IPCLockEffective, cmd.Via, cmd.LostAtExec = false, ViaNone, handed
 	return cmd
 }
 
@@ -183,10 +240,12 @@ const (
 	RuleAmbient       = "ambient-raise"       // rows 6, 7
 	RuleRootIPCLock   = "root-ipc-lock"       // row 2
 	RuleInherited     = "ambient-inherited"   // row 3
+	RuleCmdFileCap    = "cmd-file-cap"        // CMD's own cap_ipc_lock+ep
 	RuleUnknown       = "unknown-credentials" // status unreadable
 	RuleLimitZero     = "limit-zero"          // row 12
 	RuleUserNS        = "userns"              // row 11
 	RuleFinite        = "finite"              // row 4/5 outcome
+	RuleCmdCapLost    = "cmd-file-cap-lost"   // exec of a privileged file clears ambient
 	RuleNoSetid       = "no-setuid"           // --user without CAP_SETUID/SETGID
 	RuleDropped       = "dropped"             // --drop-cap IPC_LOCK
 	RuleNNPFileCap    = "nnp-file-cap"        // row 7b
@@ -257,7 +316,9 @@ var Table = []Row{
 	{Name: RuleAmbient, Doc: "ncclrun holds CAP_IPC_LOCK in its permitted set (root, `setcap cap_ipc_lock+p`, `--user` from root) and hands it to CMD as ambient",
 		When: func(in Input) bool { return in.Cmd.Via == ViaAmbient }, Status: status(OK)},
 	{Name: RuleRootIPCLock, Doc: "CMD is root and CAP_IPC_LOCK is in the bounding set (root gets its bounding set at exec)",
-		When: func(in Input) bool { return in.Cmd.IPCLockEffective && in.Cmd.Root() }, Status: status(OK)},
+		When: func(in Input) bool { return in.Cmd.IPCLockEffective && in.Cmd.Root() && !in.NoRoot }, Status: status(OK)},
+	{Name: RuleCmdFileCap, Doc: "CMD's executable (a script's interpreter) grants CAP_IPC_LOCK itself as an effective file capability (`setcap cap_ipc_lock+ep`)",
+		When: func(in Input) bool { return in.Cmd.Via == ViaFile }, Status: status(OK)},
 	{Name: RuleInherited, Doc: "non-root CMD inherits CAP_IPC_LOCK that is already effective and ambient",
 		When: func(in Input) bool { return in.Cmd.IPCLockEffective }, Status: status(OK)},
 	{Name: RuleUnknown, Doc: "the limit or the credentials could not be read",
@@ -275,6 +336,8 @@ var Table = []Row{
 		}, Fixes: []advice.Fix{advice.RaiseMemlock}, Cause: always},
 	{Name: RuleFinite, Doc: "enough for the minimum, but not unlimited as NCCL recommends",
 		When: func(in Input) bool { return in.Memlock.Soft >= in.Min }, Status: status(Warn), Fixes: []advice.Fix{advice.RaiseMemlock}},
+	{Name: RuleCmdCapLost, Doc: "ncclrun hands CMD CAP_IPC_LOCK, but CMD's executable (a script's interpreter) carries a file capability without it effective: the kernel clears the ambient set at that exec",
+		When: func(in Input) bool { return in.Cmd.LostAtExec }, Status: status(Fail), Fixes: []advice.Fix{advice.RaiseMemlock}, Cause: always},
 	{Name: RuleNoSetid, Doc: "`--user` needs CAP_SETUID and CAP_SETGID, which ncclrun lacks",
 		When: func(in Input) bool { return in.Cmd.LacksSetid }, Status: status(Fail), Fixes: []advice.Fix{advice.AddSetid, advice.RaiseMemlock}, Cause: always},
 	{Name: RuleDropped, Doc: "`--drop-cap` removes CAP_IPC_LOCK (reproducing production)",
@@ -290,8 +353,9 @@ var Table = []Row{
 	{Name: RuleNoIPCLock, Doc: "anything else below the minimum",
 		When: func(Input) bool { return true }, Status: status(Fail), Fixes: []advice.Fix{advice.RaiseMemlock, advice.Ambient},
 		// A container's user without IPC_LOCK: the capability is a way
-		// out. An ordinary user on a host: the limit is.
-		Cause: func(in Input) bool { return !in.FullBounding }},
+		// out. An ordinary user on a host: the limit is. Root under
+		// SECBIT_NOROOT: the securebits are the cause.
+		Cause: func(in Input) bool { return !in.FullBounding || (in.NoRoot && in.Cmd.Root()) }},
 }
 
 // Decide evaluates the table for c with min bytes as the minimum CMD must
