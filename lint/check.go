@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"unicode/utf8"
@@ -172,22 +173,19 @@ func judged(cs []container, pod []Finding) object {
 	return o
 }
 
-// input judges one input; an input that does not parse gives nothing but
-// its error, even where its first documents did.
+// input judges one input. A document that does not parse (or is refused:
+// an alias bomb, a key named twice) ends the input, as it ends what
+// kubectl apply reads of a file: the documents before it are judged, as
+// kubectl applies them, and those after it are not read.
 func (c *checker) input(name string, data []byte) error {
-	start := len(c.objects)
 	found := map[string]runtimeDoc{}
 	err := parse(name, data, func(d *yaml.Node) { c.document(name, d, found) })
-	if err != nil {
-		c.objects = c.objects[:start]
-		return err
-	}
 	for k, rt := range found {
 		if _, dup := c.runtimes[k]; !dup {
 			c.runtimes[k] = rt
 		}
 	}
-	return nil
+	return err
 }
 
 // document judges one document (the objects of a List one by one) and
@@ -258,16 +256,16 @@ func parse(name string, data []byte, fn func(*yaml.Node)) error {
 			break
 		}
 		if err != nil {
-			return inputErrorf("%s: not YAML: %s", name, oneLine(err.Error()))
+			return inputErrorf("%s: not YAML: %s%s", name, yamlError(err, lines(data)), after(docs))
 		}
 		if len(doc.Content) == 0 {
 			continue
 		}
 		if bomb, limit := aliasBomb(doc.Content[0]); bomb {
-			return inputErrorf("%s: not read: the document at line %d expands through its aliases to more than %d nodes", name, doc.Content[0].Line, limit)
+			return inputErrorf("%s: not read: the document at line %d expands through its aliases to more than %d nodes%s", name, doc.Content[0].Line, limit, after(docs))
 		}
 		if k, first := duplicateKey(doc.Content[0]); k != nil {
-			return inputErrorf("%s: not YAML: line %d: mapping key %q already defined at line %d", name, k.Line, truncateKey(k.Value), first.Line)
+			return inputErrorf("%s: not YAML: line %d: mapping key %q already defined at line %d%s", name, k.Line, truncateKey(k.Value), first.Line, after(docs))
 		}
 		top := deref(doc.Content[0])
 		if top != nil && top.Kind == yaml.SequenceNode {
@@ -292,6 +290,69 @@ func parse(name string, data []byte, fn func(*yaml.Node)) error {
 		return inputErrorf("%s: not a YAML or JSON manifest (no mapping at the top)", name)
 	}
 	return nil
+}
+
+// after says, for an input refused at a document other than its first,
+// what became of the others: the ones before it are judged, the rest of
+// the input is not read.
+func after(docs int) string {
+	switch docs {
+	case 0:
+		return ""
+	case 1:
+		return " (the document before it is checked, the rest of the input is not read)"
+	}
+	return fmt.Sprintf(" (the %d documents before it are checked, the rest of the input is not read)", docs)
+}
+
+// parserProblems are the problems yaml.v3's parser (not its scanner)
+// reports. For those its error gives the 0-based line of the problem's
+// context (the collection being parsed) or of the problem itself, and no
+// line for the first: one less than the line an editor shows.
+var parserProblems = map[string]bool{
+	"did not find expected ',' or ']'":       true,
+	"did not find expected ',' or '}'":       true,
+	"did not find expected '-' indicator":    true,
+	"did not find expected <document start>": true,
+	"did not find expected <stream-start>":   true,
+	"did not find expected key":              true,
+	"did not find expected node content":     true,
+	"found duplicate %TAG directive":         true,
+	"found duplicate %YAML directive":        true,
+	"found incompatible YAML document":       true,
+	"found undefined tag handle":             true,
+}
+
+// lines is the number of lines of data, as an editor numbers them.
+func lines(data []byte) int {
+	n := bytes.Count(data, []byte("\n"))
+	if len(data) > 0 && data[len(data)-1] != '\n' {
+		n++
+	}
+	return max(n, 1)
+}
+
+// yamlError is a yaml.v3 syntax error as "line N: problem", N the 1-based
+// line an editor shows (at most last: the end of the input is on its last
+// line).
+func yamlError(err error, last int) string {
+	msg := strings.TrimPrefix(oneLine(err.Error()), "yaml: ")
+	n, problem := 0, msg
+	if rest, ok := strings.CutPrefix(msg, "line "); ok {
+		num, p, ok := strings.Cut(rest, ": ")
+		v, err := strconv.Atoi(num)
+		if !ok || err != nil {
+			return msg
+		}
+		n, problem = v, p
+	}
+	if parserProblems[problem] {
+		n++
+	}
+	if n == 0 {
+		return msg
+	}
+	return fmt.Sprintf("line %d: %s", min(n, last), problem)
 }
 
 // decode is dec.Decode with the panics yaml.v3 has on a few malformed

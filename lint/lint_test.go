@@ -224,13 +224,51 @@ func TestBadInputs(t *testing.T) {
 		msgs = append(msgs, e.Error())
 	}
 	assert.Equal(t, []string{
-		"testdata/bad/not-yaml.yaml: not YAML: yaml: line 1: did not find expected ',' or ']'",
+		"testdata/bad/not-yaml.yaml: not YAML: line 2: did not find expected ',' or ']'",
 		"testdata/missing.yaml: no such file or directory",
 		"testdata/bad/scalar.txt: not a YAML or JSON manifest (no mapping at the top)",
-		"testdata/bad/tabs.yaml: not YAML: yaml: line 2: found a tab character that violates indentation",
+		"testdata/bad/tabs.yaml: not YAML: line 2: found a tab character that violates indentation",
 	}, msgs)
 	assert.Len(t, rep.Containers, 1, "the good input is still checked")
 	assert.True(t, rep.HasError())
+}
+
+// A document that does not parse ends its input as it ends what kubectl
+// apply reads of a file: the documents before it are judged (kubectl
+// applies them), the error names the line an editor shows, and the
+// documents after it are not read.
+func TestBrokenDocumentMidFile(t *testing.T) {
+	rep := Paths([]string{"testdata/bad/mid-document.yaml", "testdata/rules/trap.yaml"}, nil)
+	require.Len(t, rep.Errors, 1)
+	assert.ErrorIs(t, rep.Errors[0], ErrInput)
+	assert.Equal(t, "testdata/bad/mid-document.yaml: not YAML: line 26: did not find expected '-' indicator (the document before it is checked, the rest of the input is not read)", rep.Errors[0].Error())
+	var objects []string
+	for _, c := range rep.Containers {
+		objects = append(objects, c.File+" "+c.Object)
+	}
+	assert.Equal(t, []string{"testdata/bad/mid-document.yaml Pod/before", "testdata/rules/trap.yaml Pod/trap"}, objects)
+	assert.Contains(t, rep.Findings, findingOf(rep, "Pod/before", IDIPCLockInert), "the document before the error is judged")
+
+	for _, tc := range []struct{ in, want string }{
+		{"a: [1, 2\nb: 3\n", "line 2: did not find expected ',' or ']'"},
+		{"a: 1\n b: 2\n", "line 2: mapping values are not allowed in this context"},
+		{"kind: Pod\n---\nkind: Pod\n---\nkey: [\n", "line 5: did not find expected node content (the 2 documents before it are checked, the rest of the input is not read)"},
+		{"[1, 2", "line 1: did not find expected ',' or ']'"},
+		{"kind: Pod\nmetadata: {name: a}\n---\nkind: Pod\nkind: Pod\n", `line 5: mapping key "kind" already defined at line 4 (the document before it is checked`},
+	} {
+		_, err := CheckBytes("m.yaml", []byte(tc.in))
+		assert.ErrorContains(t, err, "m.yaml: not YAML: "+tc.want, tc.in)
+	}
+}
+
+// findingOf is the finding id of object in rep (a zero Finding if none).
+func findingOf(rep Report, object, id string) Finding {
+	for _, f := range rep.Findings {
+		if f.Object == object && f.ID == id {
+			return f
+		}
+	}
+	return Finding{}
 }
 
 func TestStdinAndDirectories(t *testing.T) {
@@ -242,7 +280,7 @@ func TestStdinAndDirectories(t *testing.T) {
 	assert.Equal(t, "<stdin>", rep.Findings[0].File)
 
 	rep = Paths([]string{"testdata"}, nil)
-	assert.Len(t, rep.Errors, 2, "the two unparseable .yaml files of testdata/bad; scalar.txt is not read from a directory")
+	assert.Len(t, rep.Errors, 3, "the three unparseable .yaml files of testdata/bad; scalar.txt is not read from a directory")
 	var files []string
 	for _, c := range rep.Containers {
 		files = append(files, c.File)
