@@ -161,6 +161,15 @@ func TestComposeMemlockRefused(t *testing.T) {
 	}
 }
 
+// A Compose user taken from the environment is named whole, not cut at
+// its default's colon.
+func TestComposeUserVariable(t *testing.T) {
+	rep := lintPath(t, "testdata/knobs/compose-user-variable.yaml")
+	require.Len(t, rep.Findings, 1)
+	assert.Contains(t, rep.Findings[0].Message, `IPC_LOCK is added for user "${UID:-1000}", but`)
+	assert.Contains(t, rep.Findings[0].Assumed, "the container's uid is not root but unknown (user: ${UID:-1000}, which Compose takes from the environment); `id` in the container shows it")
+}
+
 func TestTrainJobAcrossFiles(t *testing.T) {
 	rep := lintPath(t, "testdata/trainjob-split")
 	var got []string

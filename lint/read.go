@@ -202,7 +202,7 @@ func composeContainers(file string, doc *yaml.Node) []container {
 		c := container{platform: advice.Docker, file: file, object: "service/" + name, name: name, line: line(kv[0], 1), env: map[string]string{}}
 		if u := get(svc, "user"); u != nil {
 			c.userLine = line(u, c.line)
-			user, _, _ := strings.Cut(str(u), ":")
+			user := composeUser(str(u))
 			if id, g, ok := parseIDs(str(u)); ok {
 				uid, gid := int64(id), int64(g)
 				c.uid, c.gid = &uid, &gid
@@ -256,6 +256,23 @@ func composeContainers(file string, doc *yaml.Node) []container {
 		out = append(out, c)
 	}
 	return out
+}
+
+// composeUser is the user part of Compose's `user: USER[:GROUP]`, the
+// colon of a variable's default (`${UID:-1000}:${GID:-1000}`) not counted.
+func composeUser(s string) string {
+	depth := 0
+	for i, r := range s {
+		switch {
+		case r == '{' && i > 0 && s[i-1] == '$':
+			depth++
+		case r == '}' && depth > 0:
+			depth--
+		case r == ':' && depth == 0:
+			return s[:i]
+		}
+	}
+	return s
 }
 
 // composeArgv reads a Compose command or entrypoint: a list (exec form) or

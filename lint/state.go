@@ -281,6 +281,9 @@ const minMemlock = 1 << 30
 
 func (c container) why() string {
 	if c.platform == advice.Docker {
+		if strings.Contains(c.userName, "$") {
+			return "user: " + c.userName + ", which Compose takes from the environment"
+		}
 		return "user: " + c.userName
 	}
 	return "runAsNonRoot: true without runAsUser"
