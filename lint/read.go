@@ -49,6 +49,14 @@ func kubeContainers(file string, p podRef) ([]container, []Finding) {
 	for _, cn := range items(get(spec, "ephemeralContainers")) {
 		names[str(get(cn, "name"))] = true
 	}
+	gpuClaims := map[string]bool{}
+	for _, rc := range items(get(spec, "resourceClaims")) {
+		// Dynamic Resource Allocation: the claim's names are the user's,
+		// and a GPU claim says so (gpu, gpus, single-gpu, ...).
+		n := str(get(rc, "name"))
+		ref := str(get(rc, "resourceClaimName")) + " " + str(get(rc, "resourceClaimTemplateName"))
+		gpuClaims[n] = strings.Contains(strings.ToLower(n+" "+ref), "gpu")
+	}
 	nri, orphans := podNRI(get(p.meta, "annotations"), names)
 	var out []container
 	for _, nd := range nodes {
@@ -99,6 +107,11 @@ func kubeContainers(file string, p podRef) ([]container, []Finding) {
 		c.launch.applyEnv(c.env)
 		c.commandLine = line(cmd, line(args, c.line))
 		c.gpu = gpuResources(get(cn, "resources")) || visibleDevices(c.env)
+		for _, cl := range items(path(cn, "resources", "claims")) {
+			if gpuClaims[str(get(cl, "name"))] {
+				c.gpu = true
+			}
+		}
 		for _, m := range items(get(cn, "volumeMounts")) {
 			if strings.TrimRight(str(get(m, "mountPath")), "/") == "/dev/shm" && shmVolumes[str(get(m, "name"))] {
 				c.shm = true
@@ -356,7 +369,8 @@ func fmtCompose(v int64) string {
 }
 
 // composeGPU: deploy.resources.reservations.devices with the gpu
-// capability, `gpus:`, or runtime: nvidia.
+// capability, the nvidia driver or a CDI GPU, a CDI GPU in `devices:`,
+// `gpus:`, or runtime: nvidia.
 func composeGPU(svc *yaml.Node) bool {
 	for _, d := range items(path(svc, "deploy", "resources", "reservations", "devices")) {
 		for _, c := range stringList(get(d, "capabilities")) {
@@ -367,6 +381,23 @@ func composeGPU(svc *yaml.Node) bool {
 		if str(get(d, "driver")) == "nvidia" {
 			return true
 		}
+		for _, id := range stringList(get(d, "device_ids")) {
+			if cdiGPU(id) {
+				return true
+			}
+		}
+	}
+	for _, dev := range stringList(get(svc, "devices")) {
+		if cdiGPU(dev) {
+			return true
+		}
 	}
 	return get(svc, "gpus") != nil || str(get(svc, "runtime")) == "nvidia"
+}
+
+// cdiGPU: a CDI device name of a GPU (nvidia.com/gpu=all, amd.com/gpu=0),
+// as Compose's devices or a cdi driver's device_ids name it.
+func cdiGPU(name string) bool {
+	kind, _, ok := strings.Cut(name, "=")
+	return ok && strings.HasSuffix(strings.ToLower(kind), "/gpu")
 }
