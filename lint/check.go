@@ -2,6 +2,7 @@ package lint
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -247,13 +248,20 @@ func (c *checker) report() Report {
 // a document that is a list (a bare JSON array) hands over each of its
 // mappings. A document whose aliases expand past its bound is refused.
 func parse(name string, data []byte, fn func(*yaml.Node)) error {
-	dec := yaml.NewDecoder(bytes.NewReader(data))
+	next := yamlDocuments(data)
+	if s := jsonStream(data); s != nil {
+		next = s.next
+	}
 	docs, mappings := 0, 0
 	for {
 		var doc yaml.Node
-		err := decode(dec, &doc)
+		err := next(&doc)
 		if errors.Is(err, io.EOF) {
 			break
+		}
+		var je *jsonStreamError
+		if errors.As(err, &je) {
+			return inputErrorf("%s: not JSON: line %d: %s%s", name, je.line, je.err, after(docs))
 		}
 		if err != nil {
 			return inputErrorf("%s: not YAML: %s%s", name, yamlError(err, lines(data)), after(docs))
@@ -290,6 +298,98 @@ func parse(name string, data []byte, fn func(*yaml.Node)) error {
 		return inputErrorf("%s: not a YAML or JSON manifest (no mapping at the top)", name)
 	}
 	return nil
+}
+
+// yamlDocuments decodes the YAML documents of data one by one.
+func yamlDocuments(data []byte) func(*yaml.Node) error {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	return func(doc *yaml.Node) error { return decode(dec, doc) }
+}
+
+// jsonValues is a stream of JSON objects one after the other (`jq
+// '.items[]'`, NDJSON), which kubectl reads as one document each; YAML
+// reads only the first. kubectl takes an input as such a stream once two
+// values in a row decode as JSON, and so does lint; data that is not one
+// is read as YAML (a single JSON object is YAML too).
+type jsonValues struct {
+	data   []byte
+	spans  [][2]int // the values' byte ranges in data
+	err    error    // what stopped the stream before the end, if anything
+	errOff int
+}
+
+// jsonStreamError is a JSON syntax error after the values before it.
+type jsonStreamError struct {
+	line int
+	err  string
+}
+
+func (e *jsonStreamError) Error() string { return fmt.Sprintf("line %d: %s", e.line, e.err) }
+
+// jsonStream returns data's JSON values when it starts with two, nil
+// otherwise. Only their byte ranges are kept: each is parsed when read.
+func jsonStream(data []byte) *jsonValues {
+	base := len(data) - len(bytes.TrimPrefix(data, []byte("\ufeff")))
+	if !bytes.HasPrefix(bytes.TrimLeft(data[base:], " \t\r\n"), []byte("{")) {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(data[base:]))
+	s := &jsonValues{data: data}
+	for {
+		var raw json.RawMessage
+		err := dec.Decode(&raw)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			if len(s.spans) < 2 {
+				return nil
+			}
+			s.err, s.errOff = err, base+int(dec.InputOffset())
+			var se *json.SyntaxError
+			if errors.As(err, &se) {
+				s.errOff = base + int(se.Offset)
+			}
+			break
+		}
+		end := base + int(dec.InputOffset())
+		s.spans = append(s.spans, [2]int{end - len(raw), end})
+	}
+	if len(s.spans) < 2 {
+		return nil
+	}
+	return s
+}
+
+// next parses the next value as YAML, its lines those of the input.
+func (s *jsonValues) next(doc *yaml.Node) error {
+	if len(s.spans) == 0 {
+		if s.err != nil {
+			return &jsonStreamError{line: bytes.Count(s.data[:min(s.errOff, len(s.data))], []byte("\n")) + 1, err: oneLine(s.err.Error())}
+		}
+		return io.EOF
+	}
+	sp := s.spans[0]
+	s.spans = s.spans[1:]
+	if err := decode(yaml.NewDecoder(bytes.NewReader(s.data[sp[0]:sp[1]])), doc); err != nil {
+		return err
+	}
+	shiftLines(doc, bytes.Count(s.data[:sp[0]], []byte("\n")))
+	return nil
+}
+
+// shiftLines adds by to the line of every node under n.
+func shiftLines(n *yaml.Node, by int) {
+	if n == nil || by == 0 {
+		return
+	}
+	stack := []*yaml.Node{n}
+	for len(stack) > 0 {
+		n := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		n.Line += by
+		stack = append(stack, n.Content...)
+	}
 }
 
 // after says, for an input refused at a document other than its first,

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -51,6 +52,7 @@ func TestKinds(t *testing.T) {
 		"daemonset.yaml":             {"DaemonSet/ds"},
 		"deployment.yaml":            {"Deployment/d"},
 		"job.yaml":                   {"Job/j"},
+		"json-stream.json":           {"Pod/one", "Pod/two"},
 		"jobset.yaml":                {"JobSet/js"},
 		"leaderworkerset.yaml":       {"LeaderWorkerSet/lws", "LeaderWorkerSet/lws"},
 		"list.yaml":                  {"Pod/a"},
@@ -272,6 +274,49 @@ func findingOf(rep Report, object, id string) Finding {
 		}
 	}
 	return Finding{}
+}
+
+// A stream of JSON objects (jq '.items[]', NDJSON) is read as kubectl
+// reads it, one document each, with the lines of the input; a syntax error
+// after two values ends it as a YAML one does.
+func TestJSONStream(t *testing.T) {
+	pod := func(name string, uid int) string {
+		return `{"kind":"Pod","metadata":{"name":"` + name + `"},"spec":{"containers":[{"name":"c","command":["torchrun"],` +
+			`"securityContext":{"runAsUser":` + strconv.Itoa(uid) + `,"capabilities":{"add":["IPC_LOCK"]}},"resources":{"limits":{"nvidia.com/gpu":1}}}]}}`
+	}
+	for _, tc := range []struct {
+		in      string
+		lines   []int // of the ipc-lock-inert findings
+		objects []string
+		err     string
+	}{
+		{pod("a", 1000) + "\n" + pod("b", 1000) + "\n", []int{1, 2}, []string{"Pod/a", "Pod/b"}, ""},
+		{"\ufeff\n" + pod("a", 1000) + pod("b", 1000), []int{2, 2}, []string{"Pod/a", "Pod/b"}, ""},
+		{pod("a", 1000) + "\n" + pod("b", 0) + "\n\n" + pod("c", 1000) + "\n{oops}\n" + pod("d", 1000), []int{1, 4}, []string{"Pod/a", "Pod/b", "Pod/c"},
+			"s.json: not JSON: line 5: invalid character 'o' looking for beginning of object key string (the 3 documents before it are checked, the rest of the input is not read)"},
+		// One JSON object then YAML: not a stream; YAML reads the first.
+		{pod("a", 1000) + "\n---\nkind: Pod\nmetadata: {name: b}\n", []int{1}, []string{"Pod/a"}, ""},
+	} {
+		rep := Paths([]string{"-"}, strings.NewReader(tc.in))
+		var lines []int
+		for _, f := range rep.Findings {
+			if f.ID == IDIPCLockInert {
+				lines = append(lines, f.Line)
+			}
+		}
+		var objects []string
+		for _, c := range rep.Containers {
+			objects = append(objects, c.Object)
+		}
+		assert.Equal(t, tc.lines, lines, tc.in)
+		assert.Equal(t, tc.objects, objects, tc.in)
+		_, err := CheckBytes("s.json", []byte(tc.in))
+		if tc.err == "" {
+			assert.NoError(t, err, tc.in)
+		} else {
+			assert.EqualError(t, err, tc.err)
+		}
+	}
 }
 
 func TestStdinAndDirectories(t *testing.T) {
