@@ -316,6 +316,9 @@ type jsonValues struct {
 	spans  [][2]int // the values' byte ranges in data
 	err    error    // what stopped the stream before the end, if anything
 	errOff int
+	// off is where the lines counted so far end, line how many there are:
+	// each value's lines are counted once.
+	off, line int
 }
 
 // jsonStreamError is a JSON syntax error after the values before it.
@@ -365,7 +368,8 @@ func jsonStream(data []byte) *jsonValues {
 func (s *jsonValues) next(doc *yaml.Node) error {
 	if len(s.spans) == 0 {
 		if s.err != nil {
-			return &jsonStreamError{line: bytes.Count(s.data[:min(s.errOff, len(s.data))], []byte("\n")) + 1, err: oneLine(s.err.Error())}
+			end := max(min(s.errOff, len(s.data)), s.off)
+			return &jsonStreamError{line: s.line + bytes.Count(s.data[s.off:end], []byte("\n")) + 1, err: oneLine(s.err.Error())}
 		}
 		return io.EOF
 	}
@@ -374,7 +378,9 @@ func (s *jsonValues) next(doc *yaml.Node) error {
 	if err := decode(yaml.NewDecoder(bytes.NewReader(s.data[sp[0]:sp[1]])), doc); err != nil {
 		return err
 	}
-	shiftLines(doc, bytes.Count(s.data[:sp[0]], []byte("\n")))
+	s.line += bytes.Count(s.data[s.off:sp[0]], []byte("\n"))
+	s.off = sp[0]
+	shiftLines(doc, s.line)
 	return nil
 }
 
