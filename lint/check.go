@@ -429,10 +429,11 @@ var parserProblems = map[string]bool{
 	"found undefined tag handle":             true,
 }
 
-// lines is the number of lines of data, as an editor numbers them.
+// lines is the number of lines of data, as an editor and YAML number
+// them: LF, CRLF and a lone CR each end a line.
 func lines(data []byte) int {
-	n := bytes.Count(data, []byte("\n"))
-	if len(data) > 0 && data[len(data)-1] != '\n' {
+	n := bytes.Count(data, []byte("\n")) + bytes.Count(data, []byte("\r")) - bytes.Count(data, []byte("\r\n"))
+	if len(data) > 0 && data[len(data)-1] != '\n' && data[len(data)-1] != '\r' {
 		n++
 	}
 	return max(n, 1)

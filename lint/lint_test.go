@@ -259,6 +259,8 @@ func TestBrokenDocumentMidFile(t *testing.T) {
 		{"a: 1\n b: 2\n", "line 2: mapping values are not allowed in this context"},
 		{"kind: Pod\n---\nkind: Pod\n---\nkey: [\n", "line 5: did not find expected node content (the 2 documents before it are checked, the rest of the input is not read)"},
 		{"[1, 2", "line 1: did not find expected ',' or ']'"},
+		{"a: 1\rb:\r  - x\r  y: 1\r", "line 3: did not find expected '-' indicator"},
+		{"a: 1\r\nb:\r\n  - x\r\n  y: 1\r\n", "line 3: did not find expected '-' indicator"},
 		{"kind: Pod\nmetadata: {name: a}\n---\nkind: Pod\nkind: Pod\n", `line 5: mapping key "kind" already defined at line 4 (the document before it is checked`},
 	} {
 		_, err := CheckBytes("m.yaml", []byte(tc.in))
