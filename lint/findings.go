@@ -121,7 +121,7 @@ func (c container) findings() ([]Finding, Container) {
 	p, sp := c.platform, c.spot(s)
 	k := p == advice.Kubernetes
 	who := s.uidText
-	addLine := capLine(c.add, "IPC_LOCK", c.line)
+	addLine := capLine(c.add, "IPC_LOCK", capLine(c.add, "ALL", c.line)) // add: [ALL] adds it too
 
 	if v.Command.LacksSetid && c.launch.userSet {
 		need := "CAP_SETUID and CAP_SETGID"

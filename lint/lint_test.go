@@ -105,6 +105,7 @@ func TestRules(t *testing.T) {
 		{"rules/trap.yaml", []string{"ipc-lock-inert@18", "pod-security@18"}, []string{"k8s-trap"}},
 		{"rules/trap-cap-names.yaml", []string{"ipc-lock-inert@18", "pod-security@18"}, []string{"k8s-trap"}},
 		{"rules/trap-runasnonroot-only.yaml", []string{"ipc-lock-inert@16", "pod-security@16"}, []string{"k8s-trap"}},
+		{"rules/trap-add-all.yaml", []string{"ipc-lock-inert@11", "pod-security@11"}, []string{"k8s-trap"}},
 		{"rules/trap-args-only.yaml", []string{"ipc-lock-inert@18", "pod-security@18"}, []string{"k8s-trap"}},
 		{"rules/trap-no-gpu.yaml", []string{"pod-security@18"}, []string{"k8s-trap"}},
 		{"rules/filecap-exec.yaml", []string{"pod-security@18"}, []string{"ambient-raise"}},
