@@ -127,13 +127,12 @@ func tooLarge(name string, limit, size int64) error {
 	return inputErrorf("%s: larger than %d MiB", name, MaxFileSize>>20)
 }
 
-// CheckBytes is Check over data in memory.
+// CheckBytes is Check over data in memory. When a document does not
+// parse, the report holds the documents before it, as Paths does.
 func CheckBytes(name string, data []byte) (Report, error) {
 	c := newChecker()
-	if err := c.input(name, data); err != nil {
-		return Report{}, err
-	}
-	return c.report(), nil
+	err := c.input(name, data)
+	return c.report(), err
 }
 
 // checker judges inputs one document at a time, so that only the

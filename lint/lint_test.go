@@ -255,6 +255,12 @@ func TestBrokenDocumentMidFile(t *testing.T) {
 	}
 	assert.Equal(t, []string{"testdata/bad/mid-document.yaml Pod/before", "testdata/rules/trap.yaml Pod/trap"}, objects)
 	assert.Contains(t, rep.Findings, findingOf(rep, "Pod/before", IDIPCLockInert), "the document before the error is judged")
+	data, err := os.ReadFile("testdata/bad/mid-document.yaml")
+	require.NoError(t, err)
+	one, err := CheckBytes("m.yaml", data)
+	assert.ErrorIs(t, err, ErrInput)
+	require.Len(t, one.Containers, 1, "CheckBytes as Paths")
+	assert.Equal(t, "Pod/before", one.Containers[0].Object)
 
 	for _, tc := range []struct{ in, want string }{
 		{"a: [1, 2\nb: 3\n", "line 2: did not find expected ',' or ']'"},
@@ -265,8 +271,9 @@ func TestBrokenDocumentMidFile(t *testing.T) {
 		{"a: 1\r\nb:\r\n  - x\r\n  y: 1\r\n", "line 3: did not find expected '-' indicator"},
 		{"kind: Pod\nmetadata: {name: a}\n---\nkind: Pod\nkind: Pod\n", `line 5: mapping key "kind" already defined at line 4 (the document before it is checked`},
 	} {
-		_, err := CheckBytes("m.yaml", []byte(tc.in))
+		rep, err := CheckBytes("m.yaml", []byte(tc.in))
 		assert.ErrorContains(t, err, "m.yaml: not YAML: "+tc.want, tc.in)
+		assert.Empty(t, rep.Findings, tc.in)
 	}
 }
 
