@@ -2,6 +2,7 @@ package lint
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"unicode/utf8"
@@ -125,13 +127,12 @@ func tooLarge(name string, limit, size int64) error {
 	return inputErrorf("%s: larger than %d MiB", name, MaxFileSize>>20)
 }
 
-// CheckBytes is Check over data in memory.
+// CheckBytes is Check over data in memory. When a document does not
+// parse, the report holds the documents before it, as Paths does.
 func CheckBytes(name string, data []byte) (Report, error) {
 	c := newChecker()
-	if err := c.input(name, data); err != nil {
-		return Report{}, err
-	}
-	return c.report(), nil
+	err := c.input(name, data)
+	return c.report(), err
 }
 
 // checker judges inputs one document at a time, so that only the
@@ -172,22 +173,19 @@ func judged(cs []container, pod []Finding) object {
 	return o
 }
 
-// input judges one input; an input that does not parse gives nothing but
-// its error, even where its first documents did.
+// input judges one input. A document that does not parse (or is refused:
+// an alias bomb, a key named twice) ends the input, as it ends what
+// kubectl apply reads of a file: the documents before it are judged, as
+// kubectl applies them, and those after it are not read.
 func (c *checker) input(name string, data []byte) error {
-	start := len(c.objects)
 	found := map[string]runtimeDoc{}
 	err := parse(name, data, func(d *yaml.Node) { c.document(name, d, found) })
-	if err != nil {
-		c.objects = c.objects[:start]
-		return err
-	}
 	for k, rt := range found {
 		if _, dup := c.runtimes[k]; !dup {
 			c.runtimes[k] = rt
 		}
 	}
-	return nil
+	return err
 }
 
 // document judges one document (the objects of a List one by one) and
@@ -249,25 +247,32 @@ func (c *checker) report() Report {
 // a document that is a list (a bare JSON array) hands over each of its
 // mappings. A document whose aliases expand past its bound is refused.
 func parse(name string, data []byte, fn func(*yaml.Node)) error {
-	dec := yaml.NewDecoder(bytes.NewReader(data))
+	next := yamlDocuments(data)
+	if s := jsonStream(data); s != nil {
+		next = s.next
+	}
 	docs, mappings := 0, 0
 	for {
 		var doc yaml.Node
-		err := decode(dec, &doc)
+		err := next(&doc)
 		if errors.Is(err, io.EOF) {
 			break
 		}
+		var je *jsonStreamError
+		if errors.As(err, &je) {
+			return inputErrorf("%s: not JSON: line %d: %s%s", name, je.line, je.err, after(docs))
+		}
 		if err != nil {
-			return inputErrorf("%s: not YAML: %s", name, oneLine(err.Error()))
+			return inputErrorf("%s: not YAML: %s%s", name, yamlError(err, lines(data)), after(docs))
 		}
 		if len(doc.Content) == 0 {
 			continue
 		}
 		if bomb, limit := aliasBomb(doc.Content[0]); bomb {
-			return inputErrorf("%s: not read: the document at line %d expands through its aliases to more than %d nodes", name, doc.Content[0].Line, limit)
+			return inputErrorf("%s: not read: the document at line %d expands through its aliases to more than %d nodes%s", name, doc.Content[0].Line, limit, after(docs))
 		}
 		if k, first := duplicateKey(doc.Content[0]); k != nil {
-			return inputErrorf("%s: not YAML: line %d: mapping key %q already defined at line %d", name, k.Line, truncateKey(k.Value), first.Line)
+			return inputErrorf("%s: not YAML: line %d: mapping key %q already defined at line %d%s", name, k.Line, truncateKey(k.Value), first.Line, after(docs))
 		}
 		top := deref(doc.Content[0])
 		if top != nil && top.Kind == yaml.SequenceNode {
@@ -292,6 +297,168 @@ func parse(name string, data []byte, fn func(*yaml.Node)) error {
 		return inputErrorf("%s: not a YAML or JSON manifest (no mapping at the top)", name)
 	}
 	return nil
+}
+
+// yamlDocuments decodes the YAML documents of data one by one.
+func yamlDocuments(data []byte) func(*yaml.Node) error {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	return func(doc *yaml.Node) error { return decode(dec, doc) }
+}
+
+// jsonValues is a stream of JSON objects one after the other (`jq
+// '.items[]'`, NDJSON), which kubectl reads as one document each; YAML
+// reads only the first. kubectl takes an input as such a stream once two
+// values in a row decode as JSON, and so does lint; data that is not one
+// is read as YAML (a single JSON object is YAML too).
+type jsonValues struct {
+	data   []byte
+	spans  [][2]int // the values' byte ranges in data
+	err    error    // what stopped the stream before the end, if anything
+	errOff int
+	// off is where the lines counted so far end, line how many there are:
+	// each value's lines are counted once.
+	off, line int
+}
+
+// jsonStreamError is a JSON syntax error after the values before it.
+type jsonStreamError struct {
+	line int
+	err  string
+}
+
+func (e *jsonStreamError) Error() string { return fmt.Sprintf("line %d: %s", e.line, e.err) }
+
+// jsonStream returns data's JSON values when it starts with two, nil
+// otherwise. Only their byte ranges are kept: each is parsed when read.
+func jsonStream(data []byte) *jsonValues {
+	base := len(data) - len(bytes.TrimPrefix(data, []byte("\ufeff")))
+	if !bytes.HasPrefix(bytes.TrimLeft(data[base:], " \t\r\n"), []byte("{")) {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(data[base:]))
+	s := &jsonValues{data: data}
+	for {
+		var raw json.RawMessage
+		err := dec.Decode(&raw)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			if len(s.spans) < 2 {
+				return nil
+			}
+			s.err, s.errOff = err, base+int(dec.InputOffset())
+			var se *json.SyntaxError
+			if errors.As(err, &se) {
+				s.errOff = base + int(se.Offset)
+			}
+			break
+		}
+		end := base + int(dec.InputOffset())
+		s.spans = append(s.spans, [2]int{end - len(raw), end})
+	}
+	if len(s.spans) < 2 {
+		return nil
+	}
+	return s
+}
+
+// next parses the next value as YAML, its lines those of the input.
+func (s *jsonValues) next(doc *yaml.Node) error {
+	if len(s.spans) == 0 {
+		if s.err != nil {
+			end := max(min(s.errOff, len(s.data)), s.off)
+			return &jsonStreamError{line: s.line + bytes.Count(s.data[s.off:end], []byte("\n")) + 1, err: oneLine(s.err.Error())}
+		}
+		return io.EOF
+	}
+	sp := s.spans[0]
+	s.spans = s.spans[1:]
+	if err := decode(yaml.NewDecoder(bytes.NewReader(s.data[sp[0]:sp[1]])), doc); err != nil {
+		return err
+	}
+	s.line += bytes.Count(s.data[s.off:sp[0]], []byte("\n"))
+	s.off = sp[0]
+	shiftLines(doc, s.line)
+	return nil
+}
+
+// shiftLines adds by to the line of every node under n.
+func shiftLines(n *yaml.Node, by int) {
+	if n == nil || by == 0 {
+		return
+	}
+	stack := []*yaml.Node{n}
+	for len(stack) > 0 {
+		n := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		n.Line += by
+		stack = append(stack, n.Content...)
+	}
+}
+
+// after says, for an input refused at a document other than its first,
+// what became of the others: the ones before it are judged, the rest of
+// the input is not read.
+func after(docs int) string {
+	switch docs {
+	case 0:
+		return ""
+	case 1:
+		return " (the document before it is checked, the rest of the input is not read)"
+	}
+	return fmt.Sprintf(" (the %d documents before it are checked, the rest of the input is not read)", docs)
+}
+
+// parserProblems are the problems yaml.v3's parser (not its scanner)
+// reports. For those its error gives the 0-based line of the problem's
+// context (the collection being parsed) or of the problem itself, and no
+// line for the first: one less than the line an editor shows.
+var parserProblems = map[string]bool{
+	"did not find expected ',' or ']'":       true,
+	"did not find expected ',' or '}'":       true,
+	"did not find expected '-' indicator":    true,
+	"did not find expected <document start>": true,
+	"did not find expected <stream-start>":   true,
+	"did not find expected key":              true,
+	"did not find expected node content":     true,
+	"found duplicate %TAG directive":         true,
+	"found duplicate %YAML directive":        true,
+	"found incompatible YAML document":       true,
+	"found undefined tag handle":             true,
+}
+
+// lines is the number of lines of data, as an editor and YAML number
+// them: LF, CRLF and a lone CR each end a line.
+func lines(data []byte) int {
+	n := bytes.Count(data, []byte("\n")) + bytes.Count(data, []byte("\r")) - bytes.Count(data, []byte("\r\n"))
+	if len(data) > 0 && data[len(data)-1] != '\n' && data[len(data)-1] != '\r' {
+		n++
+	}
+	return max(n, 1)
+}
+
+// yamlError is a yaml.v3 syntax error as "line N: problem", N the 1-based
+// line an editor shows (at most last: the end of the input is on its last
+// line).
+func yamlError(err error, last int) string {
+	msg := strings.TrimPrefix(oneLine(err.Error()), "yaml: ")
+	n, problem := 0, msg
+	if rest, ok := strings.CutPrefix(msg, "line "); ok {
+		num, p, ok := strings.Cut(rest, ": ")
+		v, err := strconv.Atoi(num)
+		if !ok || err != nil {
+			return msg
+		}
+		n, problem = v, p
+	}
+	if parserProblems[problem] {
+		n++
+	}
+	if n == 0 {
+		return msg
+	}
+	return fmt.Sprintf("line %d: %s", min(n, last), problem)
 }
 
 // decode is dec.Decode with the panics yaml.v3 has on a few malformed

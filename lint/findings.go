@@ -121,7 +121,7 @@ func (c container) findings() ([]Finding, Container) {
 	p, sp := c.platform, c.spot(s)
 	k := p == advice.Kubernetes
 	who := s.uidText
-	addLine := capLine(c.add, "IPC_LOCK", c.line)
+	addLine := capLine(c.add, "IPC_LOCK", capLine(c.add, "ALL", c.line)) // add: [ALL] adds it too
 
 	if v.Command.LacksSetid && c.launch.userSet {
 		need := "CAP_SETUID and CAP_SETGID"
@@ -131,7 +131,16 @@ func (c container) findings() ([]Finding, Container) {
 		add(IDUserNeedsSetid, c.commandLine, fmt.Sprintf("ncclrun --user=%s must switch users but the container lacks %s, so ncclrun exits 126 before the command starts.", c.launch.user, need),
 			advice.Manifest(advice.AddSetid, p, sp), v.Rule == pinrule.RuleNoSetid)
 	}
-	memlock := c.gpu && !c.noStart
+	if r := s.memlockRefused; r != nil {
+		from := "the node's, assumed"
+		if c.memlock != nil {
+			from = "set by " + c.memlockFrom + ","
+		}
+		add(IDMemlockLimit, c.commandLine, fmt.Sprintf("ncclrun --memlock=%s raises the hard memlock limit above the container's (%s %s), which needs CAP_SYS_RESOURCE that ncclrun does not hold here, so ncclrun exits 125 before the command starts.",
+			c.launch.memlock, from, fmtLimit(r.from)), advice.Manifest(advice.PodMemlock, p, sp), true)
+		out[len(out)-1].Rule = "" // the row is that of a limit ncclrun does not get to set
+	}
+	memlock := c.gpu && !c.noStart && s.memlockRefused == nil
 	if memlock && v.Status == pinrule.Fail {
 		switch v.Rule {
 		case pinrule.RuleK8sTrap:

@@ -134,6 +134,42 @@ func TestKEPUlimits(t *testing.T) {
 // TestTrainJobAcrossFiles: a TrainJob and its runtime in two files of one
 // directory are judged together; the TrainJob's findings point at its own
 // file, at spec.trainer for what the runtime gave. Alone, it gives nothing.
+// A Compose ulimits.memlock that Compose or Docker refuses names its
+// service and why; the fix is the value Docker takes.
+func TestComposeMemlockRefused(t *testing.T) {
+	rep := lintPath(t, "testdata/knobs/compose-memlock-invalid.yaml")
+	require.Len(t, rep.Findings, 2)
+	assert.Equal(t, "ulimits.memlock of service soft-above-hard sets soft -1 (unlimited) above hard 68719476736, which setrlimit refuses (EINVAL), so Docker does not start the container.", rep.Findings[0].Message)
+	assert.Equal(t, `ulimits.memlock of service size-string is not what Compose reads (the value "64g" is not an integer), so docker compose refuses the file.`, rep.Findings[1].Message)
+	for _, f := range rep.Findings {
+		assert.Equal(t, Error, f.Severity)
+		assert.Contains(t, f.Fix, "memlock: {soft: -1, hard: -1}")
+	}
+	for in, want := range map[string]string{
+		"{soft: 1024}":                "(hard is missing)",
+		"{soft: 1048576, hard: 1024}": "sets soft 1048576 above hard 1024",
+		"{soft: -1, hard: -2}":        "sets soft -1 (unlimited) above hard -2",
+		"[1, 2]":                      "(the value is not an integer)",
+		"{soft: 1.5e9, hard: -1}":     `(soft "1.5e9" is not an integer)`,
+	} {
+		rep, err := CheckBytes("c.yaml", []byte("services:\n  t:\n    gpus: all\n    shm_size: 1g\n    ulimits:\n      memlock: "+in+"\n"))
+		require.NoError(t, err)
+		if assert.Len(t, rep.Findings, 1, in) {
+			assert.Contains(t, rep.Findings[0].Message, "ulimits.memlock of service t ", in)
+			assert.Contains(t, rep.Findings[0].Message, want, in)
+		}
+	}
+}
+
+// A Compose user taken from the environment is named whole, not cut at
+// its default's colon.
+func TestComposeUserVariable(t *testing.T) {
+	rep := lintPath(t, "testdata/knobs/compose-user-variable.yaml")
+	require.Len(t, rep.Findings, 1)
+	assert.Contains(t, rep.Findings[0].Message, `IPC_LOCK is added for user "${UID:-1000}", but`)
+	assert.Contains(t, rep.Findings[0].Assumed, "the container's uid is not root but unknown (user: ${UID:-1000}, which Compose takes from the environment); `id` in the container shows it")
+}
+
 func TestTrainJobAcrossFiles(t *testing.T) {
 	rep := lintPath(t, "testdata/trainjob-split")
 	var got []string

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -51,6 +52,7 @@ func TestKinds(t *testing.T) {
 		"daemonset.yaml":             {"DaemonSet/ds"},
 		"deployment.yaml":            {"Deployment/d"},
 		"job.yaml":                   {"Job/j"},
+		"json-stream.json":           {"Pod/one", "Pod/two"},
 		"jobset.yaml":                {"JobSet/js"},
 		"leaderworkerset.yaml":       {"LeaderWorkerSet/lws", "LeaderWorkerSet/lws"},
 		"list.yaml":                  {"Pod/a"},
@@ -103,6 +105,7 @@ func TestRules(t *testing.T) {
 		{"rules/trap.yaml", []string{"ipc-lock-inert@18", "pod-security@18"}, []string{"k8s-trap"}},
 		{"rules/trap-cap-names.yaml", []string{"ipc-lock-inert@18", "pod-security@18"}, []string{"k8s-trap"}},
 		{"rules/trap-runasnonroot-only.yaml", []string{"ipc-lock-inert@16", "pod-security@16"}, []string{"k8s-trap"}},
+		{"rules/trap-add-all.yaml", []string{"ipc-lock-inert@11", "pod-security@11"}, []string{"k8s-trap"}},
 		{"rules/trap-args-only.yaml", []string{"ipc-lock-inert@18", "pod-security@18"}, []string{"k8s-trap"}},
 		{"rules/trap-no-gpu.yaml", []string{"pod-security@18"}, []string{"k8s-trap"}},
 		{"rules/filecap-exec.yaml", []string{"pod-security@18"}, []string{"ambient-raise"}},
@@ -137,6 +140,10 @@ func TestRules(t *testing.T) {
 		{"compose/compose-root-user.yaml", []string{"user-needs-setuid@4"}, []string{"no-setuid", "root-no-ipc-lock"}},
 		{"compose/compose-way-a.yaml", []string{}, []string{"ambient-raise"}},
 		{"knobs/bare-array.json", []string{"ipc-lock-inert@6", "pod-security@6"}, []string{"k8s-trap"}},
+		{"knobs/compose-memlock-invalid.yaml", []string{"memlock-limit@16", "memlock-limit@20"}, []string{"root-no-ipc-lock", "root-no-ipc-lock", "unlimited", "unlimited"}},
+		{"knobs/compose-user-variable.yaml", []string{"ipc-lock-inert@7"}, []string{"k8s-trap"}},
+		{"knobs/dra-cdi-gpu.yaml", []string{"ipc-lock-inert@21", "pod-security@21", "ipc-lock-inert@42", "ipc-lock-inert@54"}, []string{"k8s-trap", "no-ipc-lock", "k8s-trap", "k8s-trap"}},
+		{"knobs/ncclrun-memlock-flag.yaml", []string{"memlock-limit@11", "pod-security@25"}, []string{"unlimited", "unlimited"}},
 		{"knobs/init-containers.yaml", []string{"pod-security@31", "ipc-lock-inert@17", "pod-security@17"}, []string{"ambient-raise", "k8s-trap", "no-ipc-lock"}},
 		{"knobs/kep-16gi.yaml", []string{"memlock-limit@21"}, []string{"finite"}},
 		{"knobs/kep-32gi-unprivileged.yaml", []string{"memlock-limit@21"}, []string{"no-ipc-lock"}},
@@ -224,13 +231,103 @@ func TestBadInputs(t *testing.T) {
 		msgs = append(msgs, e.Error())
 	}
 	assert.Equal(t, []string{
-		"testdata/bad/not-yaml.yaml: not YAML: yaml: line 1: did not find expected ',' or ']'",
+		"testdata/bad/not-yaml.yaml: not YAML: line 2: did not find expected ',' or ']'",
 		"testdata/missing.yaml: no such file or directory",
 		"testdata/bad/scalar.txt: not a YAML or JSON manifest (no mapping at the top)",
-		"testdata/bad/tabs.yaml: not YAML: yaml: line 2: found a tab character that violates indentation",
+		"testdata/bad/tabs.yaml: not YAML: line 2: found a tab character that violates indentation",
 	}, msgs)
 	assert.Len(t, rep.Containers, 1, "the good input is still checked")
 	assert.True(t, rep.HasError())
+}
+
+// A document that does not parse ends its input as it ends what kubectl
+// apply reads of a file: the documents before it are judged (kubectl
+// applies them), the error names the line an editor shows, and the
+// documents after it are not read.
+func TestBrokenDocumentMidFile(t *testing.T) {
+	rep := Paths([]string{"testdata/bad/mid-document.yaml", "testdata/rules/trap.yaml"}, nil)
+	require.Len(t, rep.Errors, 1)
+	assert.ErrorIs(t, rep.Errors[0], ErrInput)
+	assert.Equal(t, "testdata/bad/mid-document.yaml: not YAML: line 26: did not find expected '-' indicator (the document before it is checked, the rest of the input is not read)", rep.Errors[0].Error())
+	var objects []string
+	for _, c := range rep.Containers {
+		objects = append(objects, c.File+" "+c.Object)
+	}
+	assert.Equal(t, []string{"testdata/bad/mid-document.yaml Pod/before", "testdata/rules/trap.yaml Pod/trap"}, objects)
+	assert.Contains(t, rep.Findings, findingOf(rep, "Pod/before", IDIPCLockInert), "the document before the error is judged")
+	data, err := os.ReadFile("testdata/bad/mid-document.yaml")
+	require.NoError(t, err)
+	one, err := CheckBytes("m.yaml", data)
+	assert.ErrorIs(t, err, ErrInput)
+	require.Len(t, one.Containers, 1, "CheckBytes as Paths")
+	assert.Equal(t, "Pod/before", one.Containers[0].Object)
+
+	for _, tc := range []struct{ in, want string }{
+		{"a: [1, 2\nb: 3\n", "line 2: did not find expected ',' or ']'"},
+		{"a: 1\n b: 2\n", "line 2: mapping values are not allowed in this context"},
+		{"kind: Pod\n---\nkind: Pod\n---\nkey: [\n", "line 5: did not find expected node content (the 2 documents before it are checked, the rest of the input is not read)"},
+		{"[1, 2", "line 1: did not find expected ',' or ']'"},
+		{"a: 1\rb:\r  - x\r  y: 1\r", "line 3: did not find expected '-' indicator"},
+		{"a: 1\r\nb:\r\n  - x\r\n  y: 1\r\n", "line 3: did not find expected '-' indicator"},
+		{"kind: Pod\nmetadata: {name: a}\n---\nkind: Pod\nkind: Pod\n", `line 5: mapping key "kind" already defined at line 4 (the document before it is checked`},
+	} {
+		rep, err := CheckBytes("m.yaml", []byte(tc.in))
+		assert.ErrorContains(t, err, "m.yaml: not YAML: "+tc.want, tc.in)
+		assert.Empty(t, rep.Findings, tc.in)
+	}
+}
+
+// findingOf is the finding id of object in rep (a zero Finding if none).
+func findingOf(rep Report, object, id string) Finding {
+	for _, f := range rep.Findings {
+		if f.Object == object && f.ID == id {
+			return f
+		}
+	}
+	return Finding{}
+}
+
+// A stream of JSON objects (jq '.items[]', NDJSON) is read as kubectl
+// reads it, one document each, with the lines of the input; a syntax error
+// after two values ends it as a YAML one does.
+func TestJSONStream(t *testing.T) {
+	pod := func(name string, uid int) string {
+		return `{"kind":"Pod","metadata":{"name":"` + name + `"},"spec":{"containers":[{"name":"c","command":["torchrun"],` +
+			`"securityContext":{"runAsUser":` + strconv.Itoa(uid) + `,"capabilities":{"add":["IPC_LOCK"]}},"resources":{"limits":{"nvidia.com/gpu":1}}}]}}`
+	}
+	for _, tc := range []struct {
+		in      string
+		lines   []int // of the ipc-lock-inert findings
+		objects []string
+		err     string
+	}{
+		{pod("a", 1000) + "\n" + pod("b", 1000) + "\n", []int{1, 2}, []string{"Pod/a", "Pod/b"}, ""},
+		{"\ufeff\n" + pod("a", 1000) + pod("b", 1000), []int{2, 2}, []string{"Pod/a", "Pod/b"}, ""},
+		{pod("a", 1000) + "\n" + pod("b", 0) + "\n\n" + pod("c", 1000) + "\n{oops}\n" + pod("d", 1000), []int{1, 4}, []string{"Pod/a", "Pod/b", "Pod/c"},
+			"s.json: not JSON: line 5: invalid character 'o' looking for beginning of object key string (the 3 documents before it are checked, the rest of the input is not read)"},
+		// One JSON object then YAML: not a stream; YAML reads the first.
+		{pod("a", 1000) + "\n---\nkind: Pod\nmetadata: {name: b}\n", []int{1}, []string{"Pod/a"}, ""},
+	} {
+		rep := Paths([]string{"-"}, strings.NewReader(tc.in))
+		var lines []int
+		for _, f := range rep.Findings {
+			if f.ID == IDIPCLockInert {
+				lines = append(lines, f.Line)
+			}
+		}
+		var objects []string
+		for _, c := range rep.Containers {
+			objects = append(objects, c.Object)
+		}
+		assert.Equal(t, tc.lines, lines, tc.in)
+		assert.Equal(t, tc.objects, objects, tc.in)
+		_, err := CheckBytes("s.json", []byte(tc.in))
+		if tc.err == "" {
+			assert.NoError(t, err, tc.in)
+		} else {
+			assert.EqualError(t, err, tc.err)
+		}
+	}
 }
 
 func TestStdinAndDirectories(t *testing.T) {
@@ -242,7 +339,7 @@ func TestStdinAndDirectories(t *testing.T) {
 	assert.Equal(t, "<stdin>", rep.Findings[0].File)
 
 	rep = Paths([]string{"testdata"}, nil)
-	assert.Len(t, rep.Errors, 2, "the two unparseable .yaml files of testdata/bad; scalar.txt is not read from a directory")
+	assert.Len(t, rep.Errors, 3, "the three unparseable .yaml files of testdata/bad; scalar.txt is not read from a directory")
 	var files []string
 	for _, c := range rep.Containers {
 		files = append(files, c.File)

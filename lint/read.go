@@ -2,6 +2,7 @@ package lint
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -47,6 +48,14 @@ func kubeContainers(file string, p podRef) ([]container, []Finding) {
 	}
 	for _, cn := range items(get(spec, "ephemeralContainers")) {
 		names[str(get(cn, "name"))] = true
+	}
+	gpuClaims := map[string]bool{}
+	for _, rc := range items(get(spec, "resourceClaims")) {
+		// Dynamic Resource Allocation: the claim's names are the user's,
+		// and a GPU claim says so (gpu, gpus, single-gpu, ...).
+		n := str(get(rc, "name"))
+		ref := str(get(rc, "resourceClaimName")) + " " + str(get(rc, "resourceClaimTemplateName"))
+		gpuClaims[n] = strings.Contains(strings.ToLower(n+" "+ref), "gpu")
 	}
 	nri, orphans := podNRI(get(p.meta, "annotations"), names)
 	var out []container
@@ -98,6 +107,11 @@ func kubeContainers(file string, p podRef) ([]container, []Finding) {
 		c.launch.applyEnv(c.env)
 		c.commandLine = line(cmd, line(args, c.line))
 		c.gpu = gpuResources(get(cn, "resources")) || visibleDevices(c.env)
+		for _, cl := range items(path(cn, "resources", "claims")) {
+			if gpuClaims[str(get(cl, "name"))] {
+				c.gpu = true
+			}
+		}
 		for _, m := range items(get(cn, "volumeMounts")) {
 			if strings.TrimRight(str(get(m, "mountPath")), "/") == "/dev/shm" && shmVolumes[str(get(m, "name"))] {
 				c.shm = true
@@ -201,7 +215,7 @@ func composeContainers(file string, doc *yaml.Node) []container {
 		c := container{platform: advice.Docker, file: file, object: "service/" + name, name: name, line: line(kv[0], 1), env: map[string]string{}}
 		if u := get(svc, "user"); u != nil {
 			c.userLine = line(u, c.line)
-			user, _, _ := strings.Cut(str(u), ":")
+			user := composeUser(str(u))
 			if id, g, ok := parseIDs(str(u)); ok {
 				uid, gid := int64(id), int64(g)
 				c.uid, c.gid = &uid, &gid
@@ -228,9 +242,7 @@ func composeContainers(file string, doc *yaml.Node) []container {
 			}
 		}
 		if m := path(svc, "ulimits", "memlock"); m != nil {
-			if lim, ok := composeLimit(m); ok {
-				c.memlock, c.memlockLine, c.memlockFrom = &lim, line(m, c.line), "ulimits.memlock"
-			}
+			c.composeMemlock(m)
 		}
 		if s := get(svc, "shm_size"); s != nil {
 			if n, err := units.ParseSize(str(s)); err == nil && (n < 0 || n > 64<<20) {
@@ -259,6 +271,23 @@ func composeContainers(file string, doc *yaml.Node) []container {
 	return out
 }
 
+// composeUser is the user part of Compose's `user: USER[:GROUP]`, the
+// colon of a variable's default (`${UID:-1000}:${GID:-1000}`) not counted.
+func composeUser(s string) string {
+	depth := 0
+	for i, r := range s {
+		switch {
+		case r == '{' && i > 0 && s[i-1] == '$':
+			depth++
+		case r == '}' && depth > 0:
+			depth--
+		case r == ':' && depth == 0:
+			return s[:i]
+		}
+	}
+	return s
+}
+
 // composeArgv reads a Compose command or entrypoint: a list (exec form) or
 // a string, which Compose splits shell-like into words (not a shell).
 func composeArgv(n *yaml.Node) []string {
@@ -272,30 +301,76 @@ func composeArgv(n *yaml.Node) []string {
 	return stringList(n)
 }
 
-// composeLimit reads ulimits.memlock: a number (soft = hard) or {soft, hard};
-// -1 is unlimited.
-func composeLimit(n *yaml.Node) (pinrule.Limit, bool) {
-	conv := func(x *yaml.Node) (int64, bool) {
-		v := integer(x)
-		if v == nil {
-			return 0, false
+// composeMemlock reads ulimits.memlock: a number (soft = hard) or {soft,
+// hard}, integers or strings of one (Compose casts them), -1 unlimited.
+// Compose refuses a file whose value is not an integer or a mapping
+// without soft or hard; the runtime hands the values to setrlimit as
+// unsigned 64-bit numbers (a negative one below -1 is a limit of about
+// 16 EiB, as good as unlimited) and the kernel refuses soft above hard,
+// so Docker does not start the container. Either is a finding, and the
+// container that does not start gets no other memlock finding.
+func (c *container) composeMemlock(m *yaml.Node) {
+	ln := line(m, c.line)
+	var bad []string
+	conv := func(what string, x *yaml.Node) int64 {
+		v, ok := int64(0), false
+		if n := integer(x); n != nil {
+			v, ok = *n, true
 		}
-		if *v < 0 {
-			return pinrule.Unlimited, true
+		switch {
+		case x == nil:
+			bad = append(bad, what+" is missing")
+		case !ok && str(x) != "":
+			bad = append(bad, fmt.Sprintf("%s %q is not an integer", what, truncateKey(str(x))))
+		case !ok:
+			bad = append(bad, what+" is not an integer")
 		}
-		return *v, true
+		return v
 	}
-	if n.Kind == yaml.ScalarNode {
-		v, ok := conv(n)
-		return pinrule.Limit{Soft: v, Hard: v}, ok
+	var soft, hard int64
+	if deref(m).Kind == yaml.MappingNode {
+		soft, hard = conv("soft", get(m, "soft")), conv("hard", get(m, "hard"))
+	} else {
+		soft = conv("the value", m)
+		hard = soft
 	}
-	s, ok1 := conv(get(n, "soft"))
-	h, ok2 := conv(get(n, "hard"))
-	return pinrule.Limit{Soft: s, Hard: h}, ok1 && ok2
+	if len(bad) > 0 {
+		c.composeRejected(ln, fmt.Sprintf("ulimits.memlock of service %s is not what Compose reads (%s), so docker compose refuses the file.", c.name, strings.Join(bad, "; ")))
+		return
+	}
+	if uint64(soft) > uint64(hard) {
+		c.composeRejected(ln, fmt.Sprintf("ulimits.memlock of service %s sets soft %s above hard %s, which setrlimit refuses (EINVAL), so Docker does not start the container.", c.name, fmtCompose(soft), fmtCompose(hard)))
+		return
+	}
+	lim := pinrule.Limit{Soft: composeUnlimited(soft), Hard: composeUnlimited(hard)}
+	c.memlock, c.memlockLine, c.memlockFrom = &lim, ln, "ulimits.memlock"
+}
+
+// composeRejected is the finding of a ulimits.memlock Compose or Docker
+// refuses.
+func (c *container) composeRejected(ln int, msg string) {
+	c.extra = append(c.extra, Finding{ID: IDMemlockLimit, Severity: Error, File: c.file, Line: ln, Object: c.object, Container: c.name,
+		Message: msg, Fix: advice.Manifest(advice.PodMemlock, advice.Docker, advice.Spot{Container: c.name})})
+	c.noStart = true
+}
+
+func composeUnlimited(v int64) int64 {
+	if v < 0 {
+		return pinrule.Unlimited
+	}
+	return v
+}
+
+func fmtCompose(v int64) string {
+	if v == -1 {
+		return "-1 (unlimited)"
+	}
+	return strconv.FormatInt(v, 10)
 }
 
 // composeGPU: deploy.resources.reservations.devices with the gpu
-// capability, `gpus:`, or runtime: nvidia.
+// capability, the nvidia driver or a CDI GPU, a CDI GPU in `devices:`,
+// `gpus:`, or runtime: nvidia.
 func composeGPU(svc *yaml.Node) bool {
 	for _, d := range items(path(svc, "deploy", "resources", "reservations", "devices")) {
 		for _, c := range stringList(get(d, "capabilities")) {
@@ -306,6 +381,23 @@ func composeGPU(svc *yaml.Node) bool {
 		if str(get(d, "driver")) == "nvidia" {
 			return true
 		}
+		for _, id := range stringList(get(d, "device_ids")) {
+			if cdiGPU(id) {
+				return true
+			}
+		}
+	}
+	for _, dev := range stringList(get(svc, "devices")) {
+		if cdiGPU(dev) {
+			return true
+		}
 	}
 	return get(svc, "gpus") != nil || str(get(svc, "runtime")) == "nvidia"
+}
+
+// cdiGPU: a CDI device name of a GPU (nvidia.com/gpu=all, amd.com/gpu=0),
+// as Compose's devices or a cdi driver's device_ids name it.
+func cdiGPU(name string) bool {
+	kind, _, ok := strings.Cut(name, "=")
+	return ok && strings.HasSuffix(strings.ToLower(kind), "/gpu")
 }

@@ -157,7 +157,12 @@ type state struct {
 	assumed []string
 	root    bool // the container's own user is root
 	uidText string
+	// memlockRefused: ncclrun --memlock raises the hard limit without
+	// CAP_SYS_RESOURCE, so ncclrun refuses to start the command.
+	memlockRefused *memlockRefusal
 }
+
+type memlockRefusal struct{ from, to pinrule.Limit }
 
 // describe derives ncclrun's credentials (or, without ncclrun, the first
 // process's) from the manifest with the runtime's and the kernel's exec
@@ -268,6 +273,12 @@ func (c container) describe() state {
 	}
 	if l.ncclrun && l.memlock != "" {
 		if lim, ok := parseLimit(l.memlock); ok {
+			// A hard limit above the container's needs CAP_SYS_RESOURCE in
+			// the initial user namespace: root's, from the bounding set.
+			above := cr.Memlock.Hard != pinrule.Unlimited && (lim.Hard == pinrule.Unlimited || lim.Hard > cr.Memlock.Hard)
+			if above && !(s.root && bnd["SYS_RESOURCE"] && !c.userns) {
+				s.memlockRefused = &memlockRefusal{from: cr.Memlock, to: lim}
+			}
 			cr.Memlock, cr.Plan.Memlock = lim, true
 		}
 	}
@@ -281,6 +292,9 @@ const minMemlock = 1 << 30
 
 func (c container) why() string {
 	if c.platform == advice.Docker {
+		if strings.Contains(c.userName, "$") {
+			return "user: " + c.userName + ", which Compose takes from the environment"
+		}
 		return "user: " + c.userName
 	}
 	return "runAsNonRoot: true without runAsUser"

@@ -42,7 +42,7 @@ func TestLintExitStatus(t *testing.T) {
 	r = ncclrun(t, "lint", "--format", "json", lintData+"/bad/not-yaml.yaml", "../../examples/kubernetes/seed-trap.yaml", "no/such/file.yaml")
 	assert.Equal(t, ExitUsage, r.code)
 	require.Len(t, r.errLines(), 2, r.stderr)
-	assert.Equal(t, "ncclrun: lint: "+lintData+"/bad/not-yaml.yaml: not YAML: yaml: line 1: did not find expected ',' or ']'", r.errLines()[0])
+	assert.Equal(t, "ncclrun: lint: "+lintData+"/bad/not-yaml.yaml: not YAML: line 2: did not find expected ',' or ']'", r.errLines()[0])
 	assert.Equal(t, "ncclrun: lint: no/such/file.yaml: no such file or directory", r.errLines()[1])
 	var doc struct {
 		Findings []map[string]any `json:"findings"`
