@@ -60,3 +60,25 @@ func TestCauseFollowsErrno(t *testing.T) {
 		})
 	}
 }
+
+// TestRequiresLeavesLine: a line whose pattern waits for a marker that is
+// not on is left to the patterns after it as well, so a CUDA failure that
+// no NVLS setup explains is still an NCCL error, and NVLS lines before it
+// still make it nvls-fabric.
+func TestRequiresLeavesLine(t *testing.T) {
+	const warn = "h100-2:901:901 [0] init.cc:1507 NCCL WARN Cuda failure 'operation not permitted'\n"
+	for _, tc := range []struct {
+		name, log string
+		ids       []string
+	}{
+		{"alone", warn, []string{"nccl-error"}},
+		{"after NVLS setup", "h100-2:901:901 [0] NCCL INFO NVLS comm 0x5581c0a0 headRank 0 nHeads 8 buffSize 4194304\n" + warn, []string{"nvls-fabric"}},
+		{"NVLS setup after it", warn + "h100-2:901:901 [0] NCCL INFO NVLS comm 0x5581c0a0 headRank 0 nHeads 8 buffSize 4194304", []string{"nvls-fabric"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ds, err := Explain(strings.NewReader(tc.log), Facts{})
+			require.NoError(t, err)
+			assert.Equal(t, tc.ids, ids(ds))
+		})
+	}
+}

@@ -213,7 +213,17 @@ func (m *Matcher) feedAll(line []byte, from int, pre []int32) []Diagnosis {
 		if p.Marker || !m.factsAllow(p, local) || !e.matches(k, p, line, m.tails) {
 			continue
 		}
-		touched = m.record(p, line, e, local)
+		st := m.record(p, line, e, local)
+		if touched == nil || m.isActive(st) {
+			touched = st
+		}
+		if p.requires >= 0 && !m.markerOn(p.requires) {
+			// The pattern's marker is off for now: the line may still
+			// be another pattern's (a CUDA failure NVLS did not give is
+			// the generic error's). Should the marker come on later, both
+			// sightings stand and the ranking decides.
+			continue
+		}
 		break
 	}
 	if followed && touched == nil {

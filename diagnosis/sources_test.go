@@ -87,6 +87,8 @@ var sourceMessages = map[string]string{
 	"nvlink-p2p-disabled":  "dgx-04:7711:7711 [0] graph/paths.cc:330 NCCL WARN P2P is disabled between NVLINK connected GPUs 1 and 0. This should not be the case given their connectivity, and is probably due to a hardware issue. If you still want to proceed, you can set NCCL_IGNORE_DISABLED_P2P=1.",
 	"nvml-mismatch":        "dgx-04:7711:7711 [0] misc/nvmlwrap.cc:182 NCCL WARN nvmlInit_v2() failed: Driver/library version mismatch",
 	"ofi-cq-read":          "ip-10-0-1-2:1234:1300 [0] nccl_net_ofi_rdma.cpp:1234 NCCL WARN NET/OFI Unable to retrieve completion queue entries. RC: -5, ERROR: Input/output error",
+	"ib-link-layer-mix":    "gpu-21:3120:3310 [4] transport/net_ib.cc:1262 NCCL WARN NET/IB : Attempted to connect incompatible devices: [0]mlx5_0:1/IB and [0]mlx5_4:1/RoCE. Try selecting NICs of only one link type using NCCL_IB_HCA",
+	"oob-ifname":           "gpu-21:3120:3120 [0] bootstrap.cc:516 NCCL WARN no device found matching mlx5_9, verify NCCL_OOB_NET_IFNAME",
 }
 
 // sourceRow is a row of the provenance table.
