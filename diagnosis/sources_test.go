@@ -89,6 +89,10 @@ var sourceMessages = map[string]string{
 	"ofi-cq-read":          "ip-10-0-1-2:1234:1300 [0] nccl_net_ofi_rdma.cpp:1234 NCCL WARN NET/OFI Unable to retrieve completion queue entries. RC: -5, ERROR: Input/output error",
 	"ib-link-layer-mix":    "gpu-21:3120:3310 [4] transport/net_ib.cc:1262 NCCL WARN NET/IB : Attempted to connect incompatible devices: [0]mlx5_0:1/IB and [0]mlx5_4:1/RoCE. Try selecting NICs of only one link type using NCCL_IB_HCA",
 	"oob-ifname":           "gpu-21:3120:3120 [0] bootstrap.cc:516 NCCL WARN no device found matching mlx5_9, verify NCCL_OOB_NET_IFNAME",
+	"ompi-btl-connect": "WARNING: Open MPI failed to TCP connect to a peer MPI process.  This\n" +
+		"should not happen.\n\nYour Open MPI job may now hang or fail.\n\n" +
+		"  Local host: node-b\n  PID:        4121\n  Message:    connect() to 172.17.0.1:1024 failed\n  Error:      Connection refused (111)",
+	"ompi-oob-connect": "A process or daemon was unable to complete a TCP connection\nto another process:\n  Local host:    node1\n  Remote host:   node2\nThis is usually caused by a firewall on the remote host.",
 }
 
 // sourceRow is a row of the provenance table.
