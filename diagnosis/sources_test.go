@@ -92,7 +92,8 @@ var sourceMessages = map[string]string{
 	"ompi-btl-connect": "WARNING: Open MPI failed to TCP connect to a peer MPI process.  This\n" +
 		"should not happen.\n\nYour Open MPI job may now hang or fail.\n\n" +
 		"  Local host: node-b\n  PID:        4121\n  Message:    connect() to 172.17.0.1:1024 failed\n  Error:      Connection refused (111)",
-	"ompi-oob-connect": "A process or daemon was unable to complete a TCP connection\nto another process:\n  Local host:    node1\n  Remote host:   node2\nThis is usually caused by a firewall on the remote host.",
+	"ompi-oob-connect":       "A process or daemon was unable to complete a TCP connection\nto another process:\n  Local host:    node1\n  Remote host:   node2\nThis is usually caused by a firewall on the remote host.",
+	"nccl-connect-exhausted": "node-b:4410:4490 [0] misc/socket.cc:476 NCCL WARN socketStartConnect: exceeded retries (20000)",
 }
 
 // sourceRow is a row of the provenance table.
