@@ -32,6 +32,8 @@ func TestCauseFollowsErrno(t *testing.T) {
 		{"attach ENOENT", "pod-0:302:302 [1] misc/shmutils.cc:128 NCCL WARN Error while attaching to shared memory segment /dev/shm/nccl-Qm3xP1 (size 9637888), error: No such file or directory (2)", "shm", shmSplit},
 		{"extend ENOSPC", "pod-0:301:301 [0] misc/shmutils.cc:87 NCCL WARN Error: failed to extend /dev/shm/nccl-XXXXXX to 9637892 bytes, error: No space left on device (28)\n" +
 			"pod-0:301:301 [0] misc/shmutils.cc:128 NCCL WARN Error while creating shared memory segment /dev/shm/nccl-XXXXXX (size 9637888), error: No space left on device (28)", "shm", shmSize},
+		{"2.12 open EACCES", "pod-0:301:301 [0] include/shm.h:30 NCCL WARN Call to open failed : Permission denied\n" +
+			"pod-0:301:301 [0] misc/shmutils.cc:112 NCCL WARN Error while creating shared memory segment /dev/shm/nccl-abc (size 9637888)", "shm", shmPerm},
 		{"segment without errno", "pod-0:301:301 [0] misc/shmutils.cc:112 NCCL WARN Error while creating shared memory segment /dev/shm/nccl-XXXXXX (size 9637888)", "shm", shmSize},
 		{"unlink EPERM stays unlink", "pod-0:301:301 [0] misc/shmutils.cc:148 NCCL WARN unlink shared memory /dev/shm/nccl-abc failed, error: Operation not permitted (1)", "shm", shmSize},
 		{"store gave up", gaiWarn + gaiWarn + "torch.distributed.DistNetworkError: The client socket has timed out after 900s while trying to connect to (master-0.job, 29500).", "socket-interface", gaiTitle},
@@ -81,4 +83,15 @@ func TestRequiresLeavesLine(t *testing.T) {
 			assert.Equal(t, tc.ids, ids(ds))
 		})
 	}
+}
+
+// TestRequiresOwnEntryCountsOnce: a line that a pattern waiting for its
+// marker and a pattern of the same entry both match counts once.
+func TestRequiresOwnEntryCountsOnce(t *testing.T) {
+	ds, err := Explain(strings.NewReader("pod-0:301:301 [0] misc/shmutils.cc:112 NCCL WARN Error while creating shared memory segment /dev/shm/nccl-abc (size 9637888)\n"), Facts{})
+	require.NoError(t, err)
+	require.Len(t, ds, 1)
+	assert.Equal(t, "shm", ds[0].ID)
+	assert.Equal(t, 1, ds[0].Lines)
+	assert.Equal(t, 1, ds[0].Count)
 }
