@@ -208,13 +208,39 @@ func (m *Matcher) feedAll(line []byte, from int, pre []int32) []Diagnosis {
 	}
 	var touched *state
 	local := m.isLocal(line, e)
+	// A pattern whose required marker is off for now does not claim the
+	// line: it may still be another pattern's (a CUDA failure that no NVLS
+	// setup explains is the generic error's). Its sighting is kept beside
+	// the claim of another entry, so that should the marker come on later
+	// both stand and the ranking decides; beside a claim of its own entry
+	// the line counts once, as the claim.
+	var pendBuf [4]*cpattern
+	pending := pendBuf[:0]
+	var claim *cpattern
 	for k, pi := range cand {
 		p := m.cat.pats[pi]
 		if p.Marker || !m.factsAllow(p, local) || !e.matches(k, p, line, m.tails) {
 			continue
 		}
-		touched = m.record(p, line, e, local)
+		if p.requires >= 0 && !m.markerOn(p.requires) {
+			pending = append(pending, p)
+			continue
+		}
+		claim = p
 		break
+	}
+	for _, p := range pending {
+		if claim != nil && p.entry == claim.entry {
+			continue
+		}
+		if st := m.record(p, line, e, local); touched == nil || m.isActive(st) {
+			touched = st
+		}
+	}
+	if claim != nil {
+		if st := m.record(claim, line, e, local); touched == nil || m.isActive(st) {
+			touched = st
+		}
 	}
 	if followed && touched == nil {
 		m.noteException(line)

@@ -65,6 +65,35 @@ var sourceMessages = map[string]string{
 	"perftest-mr-errno": "Couldn't allocate MR with error=12\nFailed to create MR\n Couldn't create IB resources",
 	"libibverbs-rlimit": "libibverbs: Warning: RLIMIT_MEMLOCK is 32768 bytes.\n    This will severely limit memory registrations.",
 	"ucx-reg-mr":        "[1733130000.443322] [hpc-b08:4410:0]          ib_md.c:309  UCX  ERROR ibv_reg_mr(address=0x7f1c2a000000, length=2097152, access=0xf) failed: Cannot allocate memory : Please set max locked memory (ulimit -l) to 'unlimited' (current: 8192 kbytes)",
+	"nccl-p2p-cudacheck": "node1:5120:5188 [1] transport/p2p.cc:299 NCCL WARN Cuda failure 'peer access is not supported between these two devices'\n" +
+		"node1:5120:5188 [1] NCCL INFO transport/p2p.cc:420 -> 1",
+	"nccl-p2p-peer": "ws-4090:2210:2210 [0] transport/p2p.cc:333 NCCL WARN failed to peer with device 1(=41000): 217 peer access is not supported between these two devices",
+	"nccl-comm-id-gai": "trainer-1:88:88 [0] misc/socket.cc:267 NCCL WARN Net : error encountered when getting address info : Name or service not known\n" +
+		"trainer-1:88:88 [0] bootstrap.cc:210 NCCL WARN Invalid NCCL_COMM_ID, please use format: <ipv4>:<port> or [<ipv6>]:<port> or <hostname>:<port>",
+	"c10d-gai": "[W1203 09:12:01.118000000 socket.cpp:755] [c10d] The network addresses of (job-master-0.job, 29500) cannot be retrieved (gai error: -3 - Temporary failure in name resolution).\n" +
+		"torch.distributed.DistNetworkError: The client socket has timed out after 900s while trying to connect to (job-master-0.job, 29500).",
+	"ibv-poll-cq":          "gpu-12:4410:4502 [3] include/ibvwrap.h:62 NCCL WARN Call to ibv_poll_cq() returned -1",
+	"bootstrap-truncated":  "node-b:77:77 [0] bootstrap.cc:77 NCCL WARN Message truncated : received 4096 bytes instead of 256",
+	"bootstrap-root":       "node-a:61:95 [0] bootstrap.cc:335 NCCL WARN Bootstrap Root : mismatch in info from procs, nranks 16 vs 8, nroots 1 vs 1, iroot 0 vs 0, offset 0 vs 0",
+	"socket-truncated":     "node-c:412:530 [2] transport/net_socket.cc:636 NCCL WARN NET/Socket : peer 10.0.0.4<51312> message truncated : receiving 262144 bytes instead of 131072. If you believe your socket network is in healthy state, there may be a mismatch in collective sizes or environment settings (e.g. NCCL_PROTO, NCCL_ALGO) between ranks",
+	"shm-errno":            "[2025-05-04 11:02:13] pod-0:301:301 [0] misc/shmutils.cc:73 NCCL WARN Error: failed to create shared memory file /dev/shm/nccl-XXXXXX, error Permission denied (13)",
+	"ib-size-mismatch":     "node3:5501:5590 [0] transport/net_ib.cc:1088 NCCL WARN NET/IB : req 1/1 tag 7 peer 10.0.0.1<44211> collective mismatch error, local size 1048576 remote size 524288",
+	"c10d-unreachable":     "[rank5]: torch.distributed.DistNetworkError: The client socket has failed to connect to any network address of (10.0.0.1, 29500). The client socket has failed to connect to [10.0.0.1]:29500 (errno: 113 - No route to host).",
+	"nccl-bind-not-local":  "node-a:71:71 [0] misc/socket.cc:380 NCCL WARN Call to bind failed : Cannot assign requested address",
+	"c10d-port-in-use":     "torch.distributed.DistNetworkError: The server socket has failed to listen on any local network address. The server socket has failed to bind to [::]:29500 (errno: 98 - Address already in use). The server socket has failed to bind to 0.0.0.0:29500 (errno: 98 - Address already in use).",
+	"store-port-in-use-1x": "RuntimeError: Address already in use",
+	"nccl-bind-in-use":     "node-a:71:71 [0] misc/socket.cc:137 NCCL WARN Call to bind failed: Address already in use",
+	"store-get-lost":       "[rank1]: torch.distributed.DistBackendError: [1] is setting up NCCL communicator and retrieving ncclUniqueId from [0] via c10d key-value store by key '0', but store->get('0') got error: Connection reset by peer",
+	"nvlink-p2p-disabled":  "dgx-04:7711:7711 [0] graph/paths.cc:330 NCCL WARN P2P is disabled between NVLINK connected GPUs 1 and 0. This should not be the case given their connectivity, and is probably due to a hardware issue. If you still want to proceed, you can set NCCL_IGNORE_DISABLED_P2P=1.",
+	"nvml-mismatch":        "dgx-04:7711:7711 [0] misc/nvmlwrap.cc:182 NCCL WARN nvmlInit_v2() failed: Driver/library version mismatch",
+	"ofi-cq-read":          "ip-10-0-1-2:1234:1300 [0] nccl_net_ofi_rdma.cpp:1234 NCCL WARN NET/OFI Unable to retrieve completion queue entries. RC: -5, ERROR: Input/output error",
+	"ib-link-layer-mix":    "gpu-21:3120:3310 [4] transport/net_ib.cc:1262 NCCL WARN NET/IB : Attempted to connect incompatible devices: [0]mlx5_0:1/IB and [0]mlx5_4:1/RoCE. Try selecting NICs of only one link type using NCCL_IB_HCA",
+	"oob-ifname":           "gpu-21:3120:3120 [0] bootstrap.cc:516 NCCL WARN no device found matching mlx5_9, verify NCCL_OOB_NET_IFNAME",
+	"ompi-btl-connect": "WARNING: Open MPI failed to TCP connect to a peer MPI process.  This\n" +
+		"should not happen.\n\nYour Open MPI job may now hang or fail.\n\n" +
+		"  Local host: node-b\n  PID:        4121\n  Message:    connect() to 172.17.0.1:1024 failed\n  Error:      Connection refused (111)",
+	"ompi-oob-connect":       "A process or daemon was unable to complete a TCP connection\nto another process:\n  Local host:    node1\n  Remote host:   node2\nThis is usually caused by a firewall on the remote host.",
+	"nccl-connect-exhausted": "node-b:4410:4490 [0] misc/socket.cc:476 NCCL WARN socketStartConnect: exceeded retries (20000)",
 }
 
 // sourceRow is a row of the provenance table.
