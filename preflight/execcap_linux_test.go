@@ -120,3 +120,21 @@ func TestExecFileCapsDepthAsKernel(t *testing.T) {
 		assert.Equal(t, sh, file, "%d interpreters", depth)
 	}
 }
+
+// TestExecFileCapsDeviceNotOpened: a device node in CMD's place is never
+// opened (opening one can act: a serial line's DTR, a watchdog, a tape's
+// rewind), only looked at. A character device without a driver tells:
+// opening it fails with ENXIO, looking at it does not.
+func TestExecFileCapsDeviceNotOpened(t *testing.T) {
+	testutil.RequireRoot(t) // mknod needs CAP_MKNOD
+	dev := filepath.Join(t.TempDir(), "dev")
+	require.NoError(t, unix.Mknod(dev, unix.S_IFCHR|0o755, int(unix.Mkdev(4095, 255))))
+	fd, err := unix.Open(dev, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err == nil {
+		_ = unix.Close(fd)
+		testutil.SkipOrFail(t, "char device 4095:255 has a driver here")
+	}
+	_, _, err = execFileCaps(dev)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "not a regular file")
+}
