@@ -79,7 +79,7 @@ func gatherCreds(s sysRoot) credFacts {
 		c.status, c.statusErr = liveStatus()
 		c.memlock, c.memlockErr = liveMemlock()
 		if exe, err := os.Executable(); err == nil {
-			if fc, err := fileCaps(exe); err == nil {
+			if fc, err := caps.FileCaps(exe); err == nil {
 				c.fileCap = &fc
 			}
 		}

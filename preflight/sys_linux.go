@@ -81,20 +81,6 @@ func openRW(path string) error {
 	return f.Close()
 }
 
-// fileCaps reports whether path carries a file capability
-// (security.capability extended attribute).
-func fileCaps(path string) (bool, error) {
-	buf := make([]byte, 64)
-	n, err := unix.Getxattr(path, "security.capability", buf)
-	if errors.Is(err, unix.ENODATA) || errors.Is(err, unix.ENOTSUP) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("getxattr %q security.capability: %w", path, err)
-	}
-	return n > 0, nil
-}
-
 // execFileCaps reads the file capability of the file the kernel runs when
 // path is exec'd: path itself, or for a #! script its interpreter (as
 // binfmt_script, up to maxInterp levels), whose path it returns. Each file
