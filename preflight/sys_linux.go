@@ -43,12 +43,17 @@ func liveStatus() (procStatus, error) {
 	// SECBIT_NOROOT: root gains no capabilities at exec (capabilities(7)).
 	if bits, err := unix.PrctlRetInt(unix.PR_GET_SECUREBITS, 0, 0, 0, 0); err == nil {
 		st.NoRoot = bits&secbitNoRoot != 0
+		st.NoAmbientRaise = bits&secbitNoCapAmbientRaise != 0
 	}
 	return st, nil
 }
 
-// secbitNoRoot is SECBIT_NOROOT of prctl(PR_GET_SECUREBITS).
-const secbitNoRoot = 1 << 0
+// secbitNoRoot is SECBIT_NOROOT of prctl(PR_GET_SECUREBITS), and
+// secbitNoCapAmbientRaise SECBIT_NO_CAP_AMBIENT_RAISE.
+const (
+	secbitNoRoot            = 1 << 0
+	secbitNoCapAmbientRaise = 1 << 6
+)
 
 // liveMemlock returns this process's RLIMIT_MEMLOCK.
 func liveMemlock() (Rlimit, error) {
