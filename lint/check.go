@@ -263,7 +263,12 @@ func parse(name string, data []byte, fn func(*yaml.Node)) error {
 			return inputErrorf("%s: not JSON: line %d: %s%s", name, je.line, je.err, after(docs))
 		}
 		if err != nil {
-			return inputErrorf("%s: not YAML: %s%s", name, yamlError(err, lines(data)), after(docs))
+			by := 0 // lines before the JSON value it is in
+			var se *shiftedError
+			if errors.As(err, &se) {
+				by = se.by
+			}
+			return inputErrorf("%s: not YAML: %s%s", name, yamlError(err, by, lines(data)), after(docs))
 		}
 		if len(doc.Content) == 0 {
 			continue
@@ -374,14 +379,24 @@ func (s *jsonValues) next(doc *yaml.Node) error {
 	}
 	sp := s.spans[0]
 	s.spans = s.spans[1:]
-	if err := decode(yaml.NewDecoder(bytes.NewReader(s.data[sp[0]:sp[1]])), doc); err != nil {
-		return err
-	}
 	s.line += bytes.Count(s.data[s.off:sp[0]], []byte("\n"))
 	s.off = sp[0]
+	if err := decode(yaml.NewDecoder(bytes.NewReader(s.data[sp[0]:sp[1]])), doc); err != nil {
+		return &shiftedError{err: err, by: s.line}
+	}
 	shiftLines(doc, s.line)
 	return nil
 }
+
+// shiftedError is a YAML error in a value that starts by lines into the
+// input.
+type shiftedError struct {
+	err error
+	by  int
+}
+
+func (e *shiftedError) Error() string { return e.err.Error() }
+func (e *shiftedError) Unwrap() error { return e.err }
 
 // shiftLines adds by to the line of every node under n.
 func shiftLines(n *yaml.Node, by int) {
@@ -439,9 +454,9 @@ func lines(data []byte) int {
 }
 
 // yamlError is a yaml.v3 syntax error as "line N: problem", N the 1-based
-// line an editor shows (at most last: the end of the input is on its last
-// line).
-func yamlError(err error, last int) string {
+// line an editor shows, by lines down the input for a value that starts
+// there (at most last: the end of the input is on its last line).
+func yamlError(err error, by, last int) string {
 	msg := strings.TrimPrefix(oneLine(err.Error()), "yaml: ")
 	n, problem := 0, msg
 	if rest, ok := strings.CutPrefix(msg, "line "); ok {
@@ -458,7 +473,7 @@ func yamlError(err error, last int) string {
 	if n == 0 {
 		return msg
 	}
-	return fmt.Sprintf("line %d: %s", min(n, last), problem)
+	return fmt.Sprintf("line %d: %s", min(n+by, last), problem)
 }
 
 // decode is dec.Decode with the panics yaml.v3 has on a few malformed

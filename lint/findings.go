@@ -128,7 +128,7 @@ func (c container) findings() ([]Finding, Container) {
 		if !s.root {
 			need += ", which only a root container holds"
 		}
-		add(IDUserNeedsSetid, c.commandLine, fmt.Sprintf("ncclrun --user=%s must switch users but the container lacks %s, so ncclrun exits 126 before the command starts.", c.launch.user, need),
+		add(IDUserNeedsSetid, c.commandLine, fmt.Sprintf("ncclrun --user=%s must switch users but the container lacks %s, so ncclrun exits 125 before the command starts.", c.launch.user, need),
 			advice.Manifest(advice.AddSetid, p, sp), v.Rule == pinrule.RuleNoSetid)
 	}
 	if r := s.memlockRefused; r != nil {

@@ -305,6 +305,10 @@ func TestJSONStream(t *testing.T) {
 		{"\ufeff\n" + pod("a", 1000) + pod("b", 1000), []int{2, 2}, []string{"Pod/a", "Pod/b"}, ""},
 		{pod("a", 1000) + "\n" + pod("b", 0) + "\n\n" + pod("c", 1000) + "\n{oops}\n" + pod("d", 1000), []int{1, 4}, []string{"Pod/a", "Pod/b", "Pod/c"},
 			"s.json: not JSON: line 5: invalid character 'o' looking for beginning of object key string (the 3 documents before it are checked, the rest of the input is not read)"},
+		// A value JSON takes and YAML does not (a lone surrogate escape):
+		// the line is the input's, not the value's own.
+		{pod("a", 1000) + "\n{\n\"kind\": \"Pod\",\n\"metadata\": {\"name\": \"\\ud800\"}\n}\n", []int{1}, []string{"Pod/a"},
+			"s.json: not YAML: line 4: found invalid Unicode character escape code (the document before it is checked, the rest of the input is not read)"},
 		// One JSON object then YAML: not a stream; YAML reads the first.
 		{pod("a", 1000) + "\n---\nkind: Pod\nmetadata: {name: b}\n", []int{1}, []string{"Pod/a"}, ""},
 	} {

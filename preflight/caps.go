@@ -79,7 +79,7 @@ func gatherCreds(s sysRoot) credFacts {
 		c.status, c.statusErr = liveStatus()
 		c.memlock, c.memlockErr = liveMemlock()
 		if exe, err := os.Executable(); err == nil {
-			if fc, err := fileCaps(exe); err == nil {
+			if fc, err := caps.FileCaps(exe); err == nil {
 				c.fileCap = &fc
 			}
 		}
@@ -158,13 +158,14 @@ func credential(c credFacts, kind Platform) pinrule.Cred {
 	st := c.status
 	cr := pinrule.Cred{
 		UID: st.UID, GID: st.GID,
-		IPCLock:      st.sets(capIPCLock),
-		Setid:        caps.Has(st.Eff, capSetuid) && caps.Has(st.Eff, capSetgid),
-		FullBounding: unrestricted(st.Bnd),
-		NoNewPrivs:   st.NoNewPrivs,
-		NoRoot:       st.NoRoot,
-		UserNS:       c.userns,
-		Memlock:      pinrule.Limit(c.memlock), MemlockKnown: c.memlockErr == nil,
+		IPCLock:        st.sets(capIPCLock),
+		Setid:          caps.Has(st.Eff, capSetuid) && caps.Has(st.Eff, capSetgid),
+		FullBounding:   unrestricted(st.Bnd),
+		NoNewPrivs:     st.NoNewPrivs,
+		NoRoot:         st.NoRoot,
+		NoAmbientRaise: st.NoAmbientRaise,
+		UserNS:         c.userns,
+		Memlock:        pinrule.Limit(c.memlock), MemlockKnown: c.memlockErr == nil,
 		CredsKnown: c.statusErr == nil,
 		Platform:   advice.Platform(kind),
 	}
@@ -386,6 +387,11 @@ func wordMemlock(c credFacts, p cmdPlan, pv pinrule.Verdict, min int64, kind Pla
 	default: // ruleNoIPCLock
 		v.summary = fmt.Sprintf("%s and %s has no CAP_IPC_LOCK%s", limWord, who, cannot)
 		v.fix = raiseFix(kind)
+		if st.NoAmbientRaise && caps.Has(st.Prm, capIPCLock) {
+			v.summary = fmt.Sprintf("%s and %s has no CAP_IPC_LOCK: ncclrun holds it, but SECBIT_NO_CAP_AMBIENT_RAISE is set, so it cannot hand it to CMD as an ambient capability%s", limWord, who, cannot)
+			v.fix += "; or start ncclrun without SECBIT_NO_CAP_AMBIENT_RAISE (systemd `SecureBits=`)"
+			break
+		}
 		if st.NoRoot && cmdUID == 0 {
 			v.summary = fmt.Sprintf("%s and root has no CAP_IPC_LOCK: SECBIT_NOROOT is set, so root gains no capabilities at exec%s", limWord, cannot)
 			v.fix += "; or start ncclrun with CAP_IPC_LOCK in its ambient set (systemd `AmbientCapabilities=CAP_IPC_LOCK`, `setpriv --inh-caps +ipc_lock --ambient-caps +ipc_lock`), which root keeps under SECBIT_NOROOT"
@@ -532,6 +538,9 @@ func checkCapabilities(c credFacts, p cmdPlan, v memlockVerdict, kind Platform) 
 	if st.NoRoot {
 		d["secbit_noroot"] = true
 	}
+	if st.NoAmbientRaise {
+		d["secbit_no_cap_ambient_raise"] = true
+	}
 	d["ipc_lock"] = st.sets(capIPCLock)
 	d["sys_resource"] = st.sets(capSysResource)
 	if c.fileCap != nil {
@@ -559,6 +568,9 @@ func checkCapabilities(c credFacts, p cmdPlan, v memlockVerdict, kind Platform) 
 	}
 	if st.NoRoot {
 		own = append(own, "with SECBIT_NOROOT (root gains no capabilities at exec)")
+	}
+	if st.NoAmbientRaise {
+		own = append(own, "with SECBIT_NO_CAP_AMBIENT_RAISE (no ambient capability can be raised)")
 	}
 	if c.userns {
 		own = append(own, "in a user namespace")

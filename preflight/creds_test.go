@@ -318,3 +318,41 @@ func TestRealCredentialsWithoutRDMA(t *testing.T) {
 		})
 	}
 }
+
+// TestNoAmbientRaiseLive: root starting CMD as uid 1000 hands it
+// CAP_IPC_LOCK as ambient, unless SECBIT_NO_CAP_AMBIENT_RAISE forbids the
+// raise (the launcher's start would fail with EPERM): then preflight must
+// not ask for it, and memlock names the securebit.
+func TestNoAmbientRaiseLive(t *testing.T) {
+	testutil.RequireRoot(t) // PR_SET_SECUREBITS needs CAP_SETPCAP
+	self, err := os.Executable()
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		bits    int
+		rule    string
+		ambient bool
+	}{
+		{0, ruleAmbient, true},
+		{1 << 6, ruleNoIPCLock, false},
+	} {
+		t.Run(strconv.Itoa(tc.bits), func(t *testing.T) {
+			cmd := exec.Command(self, "-test.run=^$")
+			cmd.Env = []string{helperEnv + "=securebits", "PREFLIGHT_TEST_SECUREBITS=" + strconv.Itoa(tc.bits), "PREFLIGHT_TEST_USER=1000:1000", "PATH=/usr/bin:/bin"}
+			var stdout, stderr bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			require.NoError(t, cmd.Run(), "stderr: %s", stderr.String())
+			var out helperOutput
+			require.NoError(t, json.Unmarshal(stdout.Bytes(), &out), stdout.String())
+			mem, ok := out.Report.Check(IDMemlock)
+			require.True(t, ok)
+			capc, ok := out.Report.Check(IDCapabilities)
+			require.True(t, ok)
+			assert.Equal(t, tc.rule, mem.Details["rule"], mem.Summary)
+			assert.Equal(t, tc.ambient, out.Ambient)
+			if tc.bits != 0 {
+				assert.Contains(t, mem.Summary, "SECBIT_NO_CAP_AMBIENT_RAISE is set")
+				assert.Equal(t, true, capc.Details["secbit_no_cap_ambient_raise"])
+			}
+		})
+	}
+}

@@ -52,10 +52,11 @@ func parseVFSCap(b []byte) (pinrule.ExecFile, error) {
 }
 
 // binprmBuf is how much of a file the kernel reads to recognise it
-// (BINPRM_BUF_SIZE), and maxInterp how many #! interpreters it follows.
+// (BINPRM_BUF_SIZE), and maxInterp how many #! interpreters it follows
+// (exec_binprm: a sixth is ELOOP).
 const (
 	binprmBuf = 256
-	maxInterp = 4
+	maxInterp = 5
 )
 
 // shebang returns the interpreter of a #! script as binfmt_script reads

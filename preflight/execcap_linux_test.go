@@ -3,8 +3,11 @@
 package preflight
 
 import (
+	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -19,7 +22,7 @@ import (
 
 // TestExecFileCapsLive reads real security.capability attributes (setting
 // one needs CAP_SETFCAP, so root) through execFileCaps: the file itself,
-// a script's interpreter, nested interpreters up to the kernel's four,
+// a script's interpreter, nested interpreters up to the kernel's five,
 // and a FIFO or directory in CMD's place, which must not hang or count.
 func TestExecFileCapsLive(t *testing.T) {
 	testutil.RequireRoot(t)
@@ -58,8 +61,8 @@ func TestExecFileCapsLive(t *testing.T) {
 		{"cap_ipc_lock+p", capP, capP, p, ""},
 		{"cap_ipc_lock+ep", capEP, capEP, ep, ""},
 		{"a script: its interpreter's", script, capP, p, ""},
-		{"four interpreters deep", prev, capP, p, ""},
-		{"five is more than the kernel follows", tooDeep, "", pinrule.ExecFile{}, "more than 4"},
+		{"five interpreters deep", prev, capP, p, ""},
+		{"six is more than the kernel follows", tooDeep, "", pinrule.ExecFile{}, "more than 5"},
 		{"a FIFO is not opened for good", fifo, fifo, pinrule.ExecFile{}, "not a regular file"},
 		{"a directory", dir, dir, pinrule.ExecFile{}, "not a regular file"},
 		{"missing", filepath.Join(dir, "none"), filepath.Join(dir, "none"), pinrule.ExecFile{}, "no such file"},
@@ -85,4 +88,53 @@ func TestExecFileCapsLive(t *testing.T) {
 			assert.Equal(t, tc.want, got)
 		})
 	}
+}
+
+// TestExecFileCapsDepthAsKernel: execFileCaps follows as many #!
+// interpreters as the kernel's execve does (five; a sixth is ELOOP), so
+// it reads the file the exec would run wherever the exec succeeds. The
+// kernel itself is the reference: each chain is exec'd.
+func TestExecFileCapsDepthAsKernel(t *testing.T) {
+	sh := testutil.RequireTool(t, "sh")
+	dir := t.TempDir()
+	prev := filepath.Join(dir, "s1")
+	require.NoError(t, os.WriteFile(prev, []byte("#!"+sh+"\nexit 0\n"), 0o755))
+	if err := exec.Command(prev).Run(); errors.Is(err, os.ErrPermission) {
+		testutil.SkipOrFail(t, "the temporary directory does not allow exec: %v", err)
+	}
+	for depth := 1; depth <= 7; depth++ {
+		if depth > 1 {
+			p := filepath.Join(dir, "s"+strconv.Itoa(depth))
+			require.NoError(t, os.WriteFile(p, []byte("#!"+prev+"\n"), 0o755))
+			prev = p
+		}
+		runErr := exec.Command(prev).Run()
+		file, _, err := execFileCaps(prev)
+		if errors.Is(runErr, unix.ELOOP) {
+			require.Error(t, err, "%d interpreters: the kernel refuses the exec", depth)
+			assert.Contains(t, err.Error(), "more than")
+			continue
+		}
+		require.NoError(t, runErr, "%d interpreters", depth)
+		require.NoError(t, err, "%d interpreters: the kernel runs it", depth)
+		assert.Equal(t, sh, file, "%d interpreters", depth)
+	}
+}
+
+// TestExecFileCapsDeviceNotOpened: a device node in CMD's place is never
+// opened (opening one can act: a serial line's DTR, a watchdog, a tape's
+// rewind), only looked at. A character device without a driver tells:
+// opening it fails with ENXIO, looking at it does not.
+func TestExecFileCapsDeviceNotOpened(t *testing.T) {
+	testutil.RequireRoot(t) // mknod needs CAP_MKNOD
+	dev := filepath.Join(t.TempDir(), "dev")
+	require.NoError(t, unix.Mknod(dev, unix.S_IFCHR|0o755, int(unix.Mkdev(4095, 255))))
+	fd, err := unix.Open(dev, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err == nil {
+		_ = unix.Close(fd)
+		testutil.SkipOrFail(t, "char device 4095:255 has a driver here")
+	}
+	_, _, err = execFileCaps(dev)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "not a regular file")
 }

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ncclrun/ncclrun/internal/caps"
+	"github.com/ncclrun/ncclrun/internal/environ"
 )
 
 // helperEnv chooses a helper behaviour when the test binary is re-executed.
@@ -24,12 +25,18 @@ const helperEnv = "PREFLIGHT_TEST_HELPER"
 //	        mlock(2)s PREFLIGHT_TEST_PROBE bytes in this very process (the
 //	        helper already has the credentials under test), and print the
 //	        report as JSON with the command state added.
+//	securebits: set RLIMIT_MEMLOCK to 64 KiB and the securebits
+//	        PREFLIGHT_TEST_SECUREBITS (a number) on this thread, then exec
+//	        the report helper from it (securebits are per thread and kept
+//	        across exec; setpriv cannot set every bit).
 func TestMain(m *testing.M) {
 	switch os.Getenv(helperEnv) {
 	case "":
 		os.Exit(m.Run())
 	case "report":
 		os.Exit(helperReport())
+	case "securebits":
+		os.Exit(helperSecurebits())
 	default:
 		fmt.Fprintf(os.Stderr, "unknown helper %q\n", os.Getenv(helperEnv))
 		os.Exit(2)
@@ -41,6 +48,26 @@ type helperOutput struct {
 	Report  Report       `json:"report"`
 	Command CommandState `json:"command"`
 	Ambient bool         `json:"ambient"`
+}
+
+func helperSecurebits() int {
+	runtime.LockOSThread()
+	bits, err := strconv.Atoi(os.Getenv("PREFLIGHT_TEST_SECUREBITS"))
+	if err == nil {
+		err = unix.Setrlimit(unix.RLIMIT_MEMLOCK, &unix.Rlimit{Cur: 64 << 10, Max: 64 << 10})
+	}
+	if err == nil {
+		err = unix.Prctl(unix.PR_SET_SECUREBITS, uintptr(bits), 0, 0, 0)
+	}
+	self, xerr := os.Executable()
+	if err == nil {
+		err = xerr
+	}
+	if err == nil {
+		err = unix.Exec(self, []string{self, "-test.run=^$"}, append(environ.Without(os.Environ(), helperEnv), helperEnv+"=report"))
+	}
+	fmt.Fprintln(os.Stderr, "securebits helper:", err)
+	return 2
 }
 
 func helperReport() int {

@@ -41,6 +41,8 @@ type procStatus struct {
 	// NoRoot: SECBIT_NOROOT is set (prctl(2) on the live system only;
 	// status files do not show securebits).
 	NoRoot bool
+	// NoAmbientRaise: SECBIT_NO_CAP_AMBIENT_RAISE is set (live only).
+	NoAmbientRaise bool
 }
 
 // parseStatus parses the Uid, Gid, Cap* and NoNewPrivs lines of a status

@@ -43,12 +43,17 @@ func liveStatus() (procStatus, error) {
 	// SECBIT_NOROOT: root gains no capabilities at exec (capabilities(7)).
 	if bits, err := unix.PrctlRetInt(unix.PR_GET_SECUREBITS, 0, 0, 0, 0); err == nil {
 		st.NoRoot = bits&secbitNoRoot != 0
+		st.NoAmbientRaise = bits&secbitNoCapAmbientRaise != 0
 	}
 	return st, nil
 }
 
-// secbitNoRoot is SECBIT_NOROOT of prctl(PR_GET_SECUREBITS).
-const secbitNoRoot = 1 << 0
+// secbitNoRoot is SECBIT_NOROOT of prctl(PR_GET_SECUREBITS), and
+// secbitNoCapAmbientRaise SECBIT_NO_CAP_AMBIENT_RAISE.
+const (
+	secbitNoRoot            = 1 << 0
+	secbitNoCapAmbientRaise = 1 << 6
+)
 
 // liveMemlock returns this process's RLIMIT_MEMLOCK.
 func liveMemlock() (Rlimit, error) {
@@ -81,29 +86,15 @@ func openRW(path string) error {
 	return f.Close()
 }
 
-// fileCaps reports whether path carries a file capability
-// (security.capability extended attribute).
-func fileCaps(path string) (bool, error) {
-	buf := make([]byte, 64)
-	n, err := unix.Getxattr(path, "security.capability", buf)
-	if errors.Is(err, unix.ENODATA) || errors.Is(err, unix.ENOTSUP) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("getxattr %q security.capability: %w", path, err)
-	}
-	return n > 0, nil
-}
-
 // execFileCaps reads the file capability of the file the kernel runs when
 // path is exec'd: path itself, or for a #! script its interpreter (as
 // binfmt_script, up to maxInterp levels), whose path it returns. Each file
-// is opened without blocking (a FIFO put there cannot hang preflight) and
-// must be a regular file; only its first bytes are read. A capability on
+// must be a regular file, and only such a file is opened (openRegular);
+// only its first bytes are read. A capability on
 // a nosuid mount is not honoured at exec, so it counts as none.
 func execFileCaps(path string) (string, pinrule.ExecFile, error) {
 	for range maxInterp + 1 {
-		fd, err := openNonblock(path)
+		fd, err := openRegular(path)
 		if err != nil {
 			return path, pinrule.ExecFile{}, err
 		}
@@ -117,14 +108,37 @@ func execFileCaps(path string) (string, pinrule.ExecFile, error) {
 	return path, pinrule.ExecFile{}, fmt.Errorf("%s: more than %d #! interpreters", path, maxInterp)
 }
 
-func openNonblock(path string) (int, error) {
+// openRegular opens path for reading when it is a regular file. It looks
+// first (O_PATH, which opens nothing) and opens only a regular file, by
+// that look's descriptor: a device's driver is never asked to open (a
+// serial line's DTR, a watchdog, a tape's rewind), and a FIFO cannot
+// block.
+func openRegular(path string) (int, error) {
+	pfd, err := openRetry(path, unix.O_PATH|unix.O_CLOEXEC)
+	if err != nil {
+		return -1, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer unix.Close(pfd)
+	var st unix.Stat_t
+	if err := unix.Fstat(pfd, &st); err != nil {
+		return -1, &os.PathError{Op: "fstat", Path: path, Err: err}
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return -1, fmt.Errorf("%s: not a regular file", path)
+	}
+	fd, err := openRetry(fmt.Sprintf("/proc/self/fd/%d", pfd), unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY)
+	if err != nil {
+		return -1, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	return fd, nil
+}
+
+// openRetry is open(2) retried on EINTR.
+func openRetry(path string, flags int) (int, error) {
 	for {
-		fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
+		fd, err := unix.Open(path, flags, 0)
 		if err != unix.EINTR {
-			if err != nil {
-				return -1, &os.PathError{Op: "open", Path: path, Err: err}
-			}
-			return fd, nil
+			return fd, err
 		}
 	}
 }

@@ -14,8 +14,7 @@ func liveStack() (Rlimit, error)      { return Rlimit{}, ErrUnsupported }
 func statfsSize(string) (int64, error) {
 	return 0, ErrUnsupported
 }
-func openRW(string) error           { return ErrUnsupported }
-func fileCaps(string) (bool, error) { return false, ErrUnsupported }
+func openRW(string) error { return ErrUnsupported }
 func execFileCaps(p string) (string, pinrule.ExecFile, error) {
 	return p, pinrule.ExecFile{}, ErrUnsupported
 }

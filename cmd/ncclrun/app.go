@@ -351,19 +351,6 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	return exitStatus(err, stderr)
 }
 
-// sizeFlag parses a size flag; "" gives def.
-func sizeFlag(c *cli.Context, name string, def int64) (int64, error) {
-	s := c.String(name)
-	if s == "" {
-		return def, nil
-	}
-	n, err := parseSize(s)
-	if err != nil {
-		return 0, usagef("--%s: %v", name, err)
-	}
-	return n, nil
-}
-
 // bytesFlag parses a flag that must be a number of bytes (not
 // unlimited); "" gives 0.
 func bytesFlag(c *cli.Context, name string) (int64, error) {

@@ -12,7 +12,6 @@ import (
 
 	"github.com/ncclrun/ncclrun/internal/caps"
 	"github.com/ncclrun/ncclrun/internal/rlimit"
-	"github.com/ncclrun/ncclrun/internal/units"
 	"github.com/ncclrun/ncclrun/launcher"
 	"github.com/ncclrun/ncclrun/preflight"
 )
@@ -41,8 +40,6 @@ type settings struct {
 	transportEnv     []launcher.EnvVar
 	ff               failFast // --on-degraded, --stop-grace, --misconfig-exit (failfast.go)
 }
-
-func parseSize(s string) (int64, error) { return units.ParseSize(s) }
 
 var userRE = sync.OnceValue(func() *regexp.Regexp {
 	return regexp.MustCompile(`^[A-Za-z0-9_.][A-Za-z0-9_.-]*(:[A-Za-z0-9_.][A-Za-z0-9_.-]*)?$`)

@@ -1,6 +1,7 @@
 package caps
 
 import (
+	"errors"
 	"fmt"
 
 	"golang.org/x/sys/unix"
@@ -38,4 +39,18 @@ func Set(s Sets) error {
 func InBounding(c int) bool {
 	r, err := unix.PrctlRetInt(unix.PR_CAPBSET_READ, uintptr(c), 0, 0, 0)
 	return err == nil && r == 1
+}
+
+// FileCaps reports whether path carries a file capability (the
+// security.capability extended attribute); a file system without extended
+// attributes carries none.
+func FileCaps(path string) (bool, error) {
+	n, err := unix.Getxattr(path, "security.capability", make([]byte, 64))
+	if errors.Is(err, unix.ENODATA) || errors.Is(err, unix.ENOTSUP) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("getxattr %q security.capability: %w", path, err)
+	}
+	return n > 0, nil
 }

@@ -10,3 +10,6 @@ func Set(Sets) error { return ErrUnsupported }
 
 // InBounding is false: there is no bounding set here.
 func InBounding(int) bool { return false }
+
+// FileCaps returns ErrUnsupported: there are no file capabilities here.
+func FileCaps(string) (bool, error) { return false, ErrUnsupported }

@@ -32,8 +32,10 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/ncclrun/ncclrun/internal/units"
 )
@@ -198,6 +200,22 @@ func run(self string, st State, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
+	// A signal does not kill the demo before the directory is removed:
+	// Ctrl-C reaches the run in progress too (the terminal's process
+	// group), and the demo ends once that run has, with 128+N.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+	interrupted := func() (int, bool) {
+		select {
+		case s := <-sigs:
+			n := int(s.(syscall.Signal))
+			fmt.Fprintf(stderr, "ncclrun: demo: stopped by signal %d (%v)\n", n, s)
+			return 128 + n, true
+		default:
+			return 0, false
+		}
+	}
 	say := func(format string, a ...any) { fmt.Fprintf(stdout, format+"\n", a...) }
 
 	say("ncclrun demo: NCCL's locked-memory failure, its diagnosis and its fix, with a fake %d-rank NCCL job (no GPU needed).", Ranks)
@@ -210,12 +228,18 @@ func run(self string, st State, stdout, stderr io.Writer) int {
 			say("ncclrun carries file capabilities and a real CMD (python, torchrun) has none: the fake job runs from a copy of ncclrun without them.")
 		}
 	}
+	if code, stop := interrupted(); stop {
+		return code
+	}
 	plan := ChoosePlan(st, self, copied)
 	say("")
 	say("[1/2] A default Docker container or Kubernetes pod: RLIMIT_MEMLOCK 64 KiB and no CAP_IPC_LOCK.")
 	say("      Each rank pins %s with mlock(2), checked by the kernel as NCCL's ibv_reg_mr is.", units.FormatSize(FakePin))
 	fail := []string{"run", "--memlock", "64KiB", "--drop-cap", "IPC_LOCK"}
 	failCode, failRep, err := step(self, plan.Job, dir, "fail", fail, FakePin, stdout, stderr)
+	if code, stop := interrupted(); stop {
+		return code
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "ncclrun: demo: %v\n", err)
 		return 1
@@ -248,6 +272,9 @@ func run(self string, st State, stdout, stderr io.Writer) int {
 		return 1
 	}
 	fixCode, fixRep, err := step(self, plan.Job, dir, "fixed", fixed, fix.Pin, stdout, stderr)
+	if code, stop := interrupted(); stop {
+		return code
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "ncclrun: demo: %v\n", err)
 		return 1

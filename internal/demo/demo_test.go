@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -20,13 +21,21 @@ import (
 // fakeNcclrun; fakeLog names a file where each call appends its arguments
 // as one JSON line.
 // fakeVersionFails makes `version` fail, as a copy that cannot run would.
+// demoEnv makes the test binary run the demo.
 const (
+	demoEnv          = "DEMO_TEST_RUN_DEMO"
 	fakeEnv          = "DEMO_TEST_FAKE_NCCLRUN"
 	fakeLog          = "DEMO_TEST_FAKE_LOG"
 	fakeVersionFails = "DEMO_TEST_FAKE_VERSION_FAILS"
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv(demoEnv) != "" {
+		// The demo itself, its runs answered by fakeNcclrun.
+		os.Unsetenv(demoEnv)
+		self, _ := os.Executable()
+		os.Exit(run(self, State{IPCLockPermitted: true, MemlockSoft: 8 << 20, MemlockHard: 8 << 20}, os.Stdout, os.Stderr))
+	}
 	if sc, ok := os.LookupEnv(fakeEnv); ok {
 		os.Exit(fakeNcclrun(sc, os.Args[1:]))
 	}
@@ -37,9 +46,19 @@ func TestMain(m *testing.M) {
 // fakeNcclrun answers `run ... --report FILE -- ...` as ncclrun would in
 // scenario sc: "good" fails with the memlock diagnosis when IPC_LOCK is
 // dropped and passes otherwise; "nodiag" fails without a diagnosis;
-// "alwaysfail" fails both runs; "alwayspass" passes both. `version`, the
-// demo's check that its copy runs, is not logged.
+// "alwaysfail" fails both runs; "alwayspass" passes both; "block" has the
+// failing run say "fake started" and wait for SIGINT, as a run does until
+// the terminal's Ctrl-C reaches it (the fixed run passes: a demo that saw
+// the signal late still ends). `version`, the demo's check that its copy runs, is not
+// logged.
 func fakeNcclrun(sc string, args []string) int {
+	if sc == "block" && slices.Contains(args, "--drop-cap") {
+		ch := make(chan os.Signal, 1)
+		signal.Notify(ch, os.Interrupt)
+		os.Stdout.WriteString("fake started\n")
+		<-ch
+		return 130
+	}
 	if len(args) == 1 && args[0] == "version" {
 		if os.Getenv(fakeVersionFails) != "" {
 			return 1

@@ -3,14 +3,11 @@
 package demo
 
 import (
-	"errors"
-	"fmt"
 	"os"
 	"strings"
 
 	"github.com/ncclrun/ncclrun/internal/caps"
 	"github.com/ncclrun/ncclrun/internal/rlimit"
-	"golang.org/x/sys/unix"
 )
 
 // probeState reads this process's memlock limit, CAP_IPC_LOCK in its
@@ -31,22 +28,10 @@ func probeState(self string) (State, error) {
 	if m, err := os.ReadFile("/proc/self/uid_map"); err == nil {
 		st.UserNamespace = !isIdentityMap(string(m))
 	}
-	if st.FileCaps, err = fileCaps(self); err != nil {
+	if st.FileCaps, err = caps.FileCaps(self); err != nil {
 		return st, err
 	}
 	return st, nil
-}
-
-// fileCaps reports whether path carries the security.capability xattr.
-func fileCaps(path string) (bool, error) {
-	n, err := unix.Getxattr(path, "security.capability", make([]byte, 64))
-	if errors.Is(err, unix.ENODATA) || errors.Is(err, unix.ENOTSUP) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("getxattr %q security.capability: %w", path, err)
-	}
-	return n > 0, nil
 }
 
 // isIdentityMap reports whether a uid_map is the initial namespace's

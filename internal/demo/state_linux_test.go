@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
+	"github.com/ncclrun/ncclrun/internal/caps"
 	"github.com/ncclrun/ncclrun/internal/testutil"
 )
 
@@ -47,11 +48,11 @@ func TestCopyWithoutFileCaps(t *testing.T) {
 	require.NoError(t, err)
 	src := filepath.Join(t.TempDir(), "ncclrun")
 	require.NoError(t, os.WriteFile(src, data, 0o755))
-	has, err := fileCaps(src)
+	has, err := caps.FileCaps(src)
 	require.NoError(t, err)
 	assert.False(t, has, "a plain file")
 	setFileCap(t, src)
-	has, err = fileCaps(src)
+	has, err = caps.FileCaps(src)
 	require.NoError(t, err)
 	require.True(t, has, "after setcap")
 
@@ -60,7 +61,7 @@ func TestCopyWithoutFileCaps(t *testing.T) {
 	dst, err := copyWithoutFileCaps(src, dir)
 	require.NoError(t, err)
 	assert.Equal(t, filepath.Join(dir, "ncclrun"), dst)
-	has, err = fileCaps(dst)
+	has, err = caps.FileCaps(dst)
 	require.NoError(t, err)
 	assert.False(t, has, "the copy carries no file capabilities")
 

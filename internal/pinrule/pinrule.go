@@ -71,6 +71,10 @@ type Cred struct {
 	// NoRoot: SECBIT_NOROOT is set, so a root CMD gains no capabilities
 	// at exec and follows a non-root user's rules.
 	NoRoot bool
+	// NoAmbientRaise: SECBIT_NO_CAP_AMBIENT_RAISE is set, so no
+	// capability can be raised into the ambient set (PR_CAP_AMBIENT_RAISE
+	// fails with EPERM): ncclrun cannot hand CAP_IPC_LOCK over.
+	NoAmbientRaise bool
 	// FileCap: ncclrun's binary carries cap_ipc_lock+p.
 	FileCap Tri
 	// Shell: ncclrun was started through a shell or another program
@@ -186,7 +190,7 @@ func (c Cred) Command() Command {
 		}
 	case !cmd.SwitchUser && ipc.Effective && ipc.Ambient:
 		cmd.IPCLockEffective, cmd.Via = true, ViaInherited
-	case ipc.Permitted && (ipc.Bounding || ipc.Inheritable):
+	case ipc.Permitted && (ipc.Bounding || ipc.Inheritable) && !c.NoAmbientRaise:
 		// PR_CAP_AMBIENT_RAISE needs the cap in P and I; capset may add
 		// it to I only when it is in the bounding set or already in I.
 		cmd.IPCLockEffective, cmd.Via, cmd.Ambient = true, ViaAmbient, true
@@ -354,8 +358,11 @@ var Table = []Row{
 		When: func(Input) bool { return true }, Status: status(Fail), Fixes: []advice.Fix{advice.RaiseMemlock, advice.Ambient},
 		// A container's user without IPC_LOCK: the capability is a way
 		// out. An ordinary user on a host: the limit is. Root under
-		// SECBIT_NOROOT: the securebits are the cause.
-		Cause: func(in Input) bool { return !in.FullBounding || (in.NoRoot && in.Cmd.Root()) }},
+		// SECBIT_NOROOT, or a CAP_IPC_LOCK that SECBIT_NO_CAP_AMBIENT_RAISE
+		// keeps from being handed over: the securebits are the cause.
+		Cause: func(in Input) bool {
+			return !in.FullBounding || (in.NoRoot && in.Cmd.Root()) || (in.NoAmbientRaise && in.ipc().Permitted)
+		}},
 }
 
 // Decide evaluates the table for c with min bytes as the minimum CMD must

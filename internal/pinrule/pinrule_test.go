@@ -189,3 +189,37 @@ func TestNoRoot(t *testing.T) {
 	host.IPCLock = CapSets{Bounding: true}
 	assert.True(t, Decide(host, 1<<30).CapabilityCause, "on a host too, the securebits are the cause")
 }
+
+// TestNoAmbientRaise: under SECBIT_NO_CAP_AMBIENT_RAISE PR_CAP_AMBIENT_RAISE
+// fails with EPERM, so ncclrun cannot hand CAP_IPC_LOCK over and must not
+// ask the launcher to (the start would fail); what CMD already inherits,
+// or gets as root, is not a raise.
+func TestNoAmbientRaise(t *testing.T) {
+	cases := []struct {
+		name    string
+		uid     int
+		ipc     CapSets
+		plan    Plan
+		rule    string
+		via     string
+		ambient bool
+		cause   bool
+	}{
+		{"uid 1000, cap_ipc_lock+p ncclrun", 1000, CapSets{Permitted: true, Bounding: true}, Plan{}, RuleNoIPCLock, ViaNone, false, true},
+		{"--user from root", 0, CapSets{Effective: true, Permitted: true, Bounding: true}, Plan{User: true, UID: 1000, GID: 1000}, RuleNoIPCLock, ViaNone, false, true},
+		{"root CMD: root's rule", 0, CapSets{Effective: true, Permitted: true, Bounding: true}, Plan{}, RuleRootIPCLock, ViaInherited, false, false},
+		{"already ambient: inherited", 1000, CapSets{Effective: true, Permitted: true, Inheritable: true, Bounding: true, Ambient: true}, Plan{}, RuleInherited, ViaInherited, false, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := base()
+			c.UID, c.GID, c.Setid = tc.uid, tc.uid, tc.uid == 0
+			c.IPCLock, c.Plan, c.NoAmbientRaise = tc.ipc, tc.plan, true
+			v := Decide(c, 1<<30)
+			assert.Equal(t, tc.rule, v.Rule)
+			assert.Equal(t, tc.via, v.Command.Via)
+			assert.Equal(t, tc.ambient, v.Command.Ambient)
+			assert.Equal(t, tc.cause, v.CapabilityCause)
+		})
+	}
+}
