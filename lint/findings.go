@@ -29,6 +29,7 @@ const (
 	IDUserNamespace  = "user-namespace"
 	IDNodeMemlock    = "node-memlock"
 	IDNRIAnnotation  = "nri-annotation"
+	IDPodCaps        = "pod-capabilities"
 )
 
 // Rules lists every finding id with its severity and meaning, in the order
@@ -40,6 +41,7 @@ var Rules = []struct{ ID, Severity, Meaning string }{
 	{IDUserNeedsSetid, Error, "ncclrun --user in a container that cannot switch users (SETUID/SETGID dropped, or not root)"},
 	{IDMemlockLimit, Error, "the manifest sets a memlock limit (Compose ulimits, the NRI annotation, securityContext.ulimits) below what NCCL needs, and nothing bypasses it (warning: enough, but not unlimited; info: securityContext.ulimits lifts it, behind the ContainerUlimits feature gate); or securityContext.ulimits holds a memlock its validation rejects"},
 	{IDNRIAnnotation, Error, "the NRI ulimit-adjuster annotation, decoded as the plugin decodes it, fails container creation (a negative or non-integer value, a missing or unknown type, hard below soft), sets memlock 0 or a missing value, or names no container of the pod"},
+	{IDPodCaps, Error, "securityContext.capabilities on the pod, where Kubernetes has no such field: kubectl refuses the manifest (strict field validation) and clients that do not validate drop the field, so no container gets the capability"},
 	{IDUserNamespace, Error, "hostUsers: false: in a user namespace capabilities neither bypass nor raise the memlock limit"},
 	{IDShmDefault, Warning, "a GPU container without a memory-backed volume at /dev/shm (and no hostIPC): the runtime's 64 MiB default"},
 	{IDPodSecurity, Warning, "an added capability (IPC_LOCK) that Pod Security Admission's baseline and restricted levels reject"},

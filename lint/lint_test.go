@@ -130,6 +130,7 @@ func TestRules(t *testing.T) {
 		{"rules/no-shm.yaml", []string{"shm-default@7", "pod-security@12"}, []string{"root-ipc-lock"}},
 		{"rules/hostipc.yaml", []string{"pod-security@13"}, []string{"root-ipc-lock"}},
 		{"rules/privileged.yaml", []string{"pod-security@7"}, []string{"root-ipc-lock"}},
+		{"rules/pod-capabilities.yaml", []string{"pod-capabilities@8", "node-memlock@11"}, []string{"root-no-ipc-lock"}},
 		{"compose/compose-trap.yaml", []string{"shm-default@2", "ipc-lock-inert@7"}, []string{"k8s-trap"}},
 		{"compose/compose-filecap.yaml", []string{}, []string{"ambient-raise"}},
 		{"compose/compose-nnp-exec.yaml", []string{"ipc-lock-inert@10"}, []string{"nnp-file-cap"}},

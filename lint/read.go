@@ -128,6 +128,14 @@ func kubeContainers(file string, p podRef) ([]container, []Finding) {
 		out = append(out, c)
 	}
 	var pod []Finding
+	if pc := get(psc, "capabilities"); pc != nil {
+		// A common slip: capabilities exist only in a container's
+		// securityContext (PodSecurityContext has no such field).
+		to := trainer(out)
+		pod = append(pod, Finding{ID: IDPodCaps, Severity: Error, File: file, Line: keyLine(psc, "capabilities"), Object: p.object, Container: to,
+			Message: "securityContext.capabilities is set on the pod, where Kubernetes has no such field: kubectl refuses the manifest (strict field validation: unknown field), and clients that do not validate drop it, so no container gets these capabilities.",
+			Fix:     podCapsFix(pc, to)})
+	}
 	for _, a := range orphans {
 		to := suggestContainer(a.name, out)
 		msg := fmt.Sprintf("The annotation %s names container %q, which this pod does not have, so the ulimit-adjuster applies nothing and every container keeps the node's limit.", a.key, a.name)
@@ -139,6 +147,48 @@ func kubeContainers(file string, p podRef) ([]container, []Finding) {
 			Message: msg, Fix: a.corrected(to)})
 	}
 	return out, pod
+}
+
+// keyLine is the line of key in mapping n (0 when absent).
+func keyLine(n *yaml.Node, key string) int {
+	for _, kv := range pairs(n) {
+		if kv[0].Value == key {
+			return kv[0].Line
+		}
+	}
+	return 0
+}
+
+// trainer is the container a pod-level fix names: the first that is not
+// an init container ("trainer" when there is none).
+func trainer(cs []container) string {
+	for _, c := range cs {
+		if !c.init {
+			return c.name
+		}
+	}
+	return "trainer"
+}
+
+// podCapsFix is pod-level capabilities pc moved to container name (the
+// fix says to do so for each that trains).
+func podCapsFix(pc *yaml.Node, name string) string {
+	var b strings.Builder
+	b.WriteString("# in each container that trains, not in the pod's securityContext\ncontainers:\n  - name: " + name + "\n    securityContext:\n      capabilities:\n")
+	for _, k := range []string{"add", "drop"} {
+		if l := stringList(get(pc, k)); len(l) > 0 {
+			b.WriteString("        " + k + ": [" + strings.Join(quoteAll(l), ", ") + "]\n")
+		}
+	}
+	return strings.TrimSuffix(b.String(), "\n")
+}
+
+func quoteAll(l []string) []string {
+	out := make([]string, len(l))
+	for i, s := range l {
+		out[i] = strconv.Quote(s)
+	}
+	return out
 }
 
 // suggestContainer is the container an annotation meant: the nearest name,
