@@ -4,6 +4,7 @@ package integration
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -28,6 +29,9 @@ func dockerfileBaseImage(t *testing.T) string {
 	requireNcclrun(t)
 	base, kind := baseImage(t)
 	dfBaseOnce.Do(func() {
+		// Until the build succeeds: a helper that stops the first test
+		// (t.Fatal inside Do) must not leave the others an empty tag.
+		dfBaseErr = errors.New("the Dockerfile.base build stopped early: see the first test that asked for it")
 		df := filepath.Join(repoRoot, "Dockerfile.base")
 		if _, err := os.Stat(df); err != nil {
 			dfBaseErr = fmt.Errorf("Dockerfile.base: %w (the suite builds the image users build)", err)
@@ -59,7 +63,7 @@ func dockerfileBaseImage(t *testing.T) string {
 			dfBaseErr = fmt.Errorf("docker build -f Dockerfile.base on %s: %s %s", kind, r.Stdout, r.Stderr)
 			return
 		}
-		dfBaseImg = tag
+		dfBaseImg, dfBaseErr = tag, nil
 	})
 	require.NoError(t, dfBaseErr)
 	return dfBaseImg
