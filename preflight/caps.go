@@ -353,7 +353,8 @@ func wordMemlock(c credFacts, p cmdPlan, pv pinrule.Verdict, min int64, kind Pla
 		v.fix = fix
 	case ruleCmdCapLost:
 		v.summary = fmt.Sprintf("%s and ncclrun hands CMD (%s) CAP_IPC_LOCK in its ambient set, but %s carries a file capability without CAP_IPC_LOCK effective, and the kernel clears the ambient set when it executes such a file%s", limWord, who, p.execWord(), cannot)
-		v.fix = fmt.Sprintf("remove the file capability (`setcap -r %s`), or add CAP_IPC_LOCK to the capabilities `getcap %s` shows and make them effective (`setcap cap_ipc_lock,...+ep %s`); or %s", p.execFile, p.execFile, p.execFile, fix)
+		w := advice.ShellWord(p.execFile)
+		v.fix = fmt.Sprintf("remove the file capability (`setcap -r %s`), or add CAP_IPC_LOCK to the capabilities `getcap %s` shows and make them effective (`setcap cap_ipc_lock,...+ep %s`); or %s", w, w, w, fix)
 	case ruleNoSetid:
 		v.summary = fmt.Sprintf("%s and ncclrun cannot switch to uid %d to hand it CAP_IPC_LOCK (no CAP_SETUID/CAP_SETGID)%s", limWord, cmdUID, cannot)
 		v.fix = fix

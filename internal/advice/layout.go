@@ -39,3 +39,13 @@ func Message(indent, text string) []byte {
 	}
 	return b.Bytes()
 }
+
+// ShellWord is s as one word of a POSIX sh command line in a fix text: as
+// it is when it holds only characters the shell takes literally, else in
+// single quotes.
+func ShellWord(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_./+:@%,=-") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
