@@ -207,3 +207,29 @@ func trapYAML(t *testing.T) string {
 	require.NoError(t, err)
 	return string(b)
 }
+
+// TestDocumentCap: an input of more than MaxDocuments documents (YAML
+// documents, or the values of a JSON stream) is an input error after the
+// first MaxDocuments are judged, so that 16 MiB of tiny documents costs
+// a bounded time; MaxDocuments of them are read in full.
+func TestDocumentCap(t *testing.T) {
+	pod := "{\"kind\": \"Pod\", \"metadata\": {\"name\": \"p\"}, \"spec\": {\"containers\": [{\"name\": \"c\", \"image\": \"i\"}]}}\n"
+	for _, tc := range []struct {
+		name, first, rest string
+	}{
+		{"yaml", pod, "---\n{}\n"},
+		{"json stream", pod, "{}\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			at := func(n int) []byte { return []byte(tc.first + strings.Repeat(tc.rest, n-1)) }
+			rep, err := CheckBytes("in", at(MaxDocuments))
+			require.NoError(t, err)
+			assert.Len(t, rep.Containers, 1)
+
+			rep, err = CheckBytes("in", at(MaxDocuments+1))
+			require.ErrorIs(t, err, ErrInput)
+			assert.Equal(t, fmt.Sprintf("in: more than %d documents in one input: the first %d are checked, the rest is not read", MaxDocuments, MaxDocuments), err.Error())
+			assert.Len(t, rep.Containers, 1, "the documents before the bound are judged")
+		})
+	}
+}

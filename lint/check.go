@@ -27,6 +27,12 @@ const (
 	MaxTotalSize = 64 << 20
 )
 
+// MaxDocuments bounds the documents (JSON values of a stream) of one
+// input: each costs a parser's set-up and a check, tens of microseconds,
+// so that 16 MiB of empty ones would take minutes. A Helm chart renders
+// hundreds; a cluster's objects come as one List.
+const MaxDocuments = 50000
+
 // ErrInput is matched (errors.Is) by the errors of inputs that could not
 // be read or parsed (exit status 2).
 var ErrInput = errors.New("bad input")
@@ -251,12 +257,15 @@ func parse(name string, data []byte, fn func(*yaml.Node)) error {
 	if s := jsonStream(data); s != nil {
 		next = s.next
 	}
-	docs, mappings := 0, 0
+	docs, mappings, read := 0, 0, 0
 	for {
 		var doc yaml.Node
 		err := next(&doc)
 		if errors.Is(err, io.EOF) {
 			break
+		}
+		if read++; read > MaxDocuments {
+			return inputErrorf("%s: more than %d documents in one input: the first %d are checked, the rest is not read", name, MaxDocuments, MaxDocuments)
 		}
 		var je *jsonStreamError
 		if errors.As(err, &je) {
@@ -361,6 +370,9 @@ func jsonStream(data []byte) *jsonValues {
 		}
 		end := base + int(dec.InputOffset())
 		s.spans = append(s.spans, [2]int{end - len(raw), end})
+		if len(s.spans) > MaxDocuments {
+			break // parse refuses the one past the bound
+		}
 	}
 	if len(s.spans) < 2 {
 		return nil
