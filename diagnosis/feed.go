@@ -174,6 +174,9 @@ func (m *Matcher) feedAll(line []byte, from int, pre []int32) []Diagnosis {
 			e.store(line, cand, m.sawSummary)
 		}
 	}
+	if len(cand) > 0 && ownLine(line) {
+		return nil
+	}
 	if len(cand) == 0 || (!m.nofilter && m.onlySeenMarkers(cand)) {
 		if followed {
 			m.mu.Lock()
@@ -269,6 +272,35 @@ func (m *Matcher) feedAll(line []byte, from int, pre []int32) []Diagnosis {
 		out = append(out, m.snapshot(st))
 	}
 	return out
+}
+
+// ownTag starts every line ncclrun writes of its own.
+var ownTag = []byte("ncclrun: ")
+
+// ownWindow is how far into a line ownLine looks for ownTag: past a
+// launcher's rank tag, a pod prefix or a timestamp.
+const ownWindow = 160
+
+// ownLine reports whether line is one of ncclrun's own ("ncclrun: ...",
+// perhaps behind a launcher's tag or a timestamp): an inner ncclrun (an
+// image whose ENTRYPOINT is ncclrun running `ncclrun demo`, mpirun
+// starting ncclrun per rank) writes its preflight and its diagnoses,
+// which quote NCCL's messages and name causes. They are no evidence of
+// their own: the NCCL lines they speak of are relayed and matched. A
+// line whose "ncclrun: " follows an "NCCL " is NCCL's.
+func ownLine(line []byte) bool {
+	head := line[:min(len(line), ownWindow)]
+	i := bytes.Index(head, ownTag)
+	if i < 0 {
+		return false
+	}
+	if i > 0 {
+		c := head[i-1]
+		if c == '_' || c == '-' || '0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' {
+			return false // another word ending in "ncclrun"
+		}
+	}
+	return !bytes.Contains(head[:i], []byte("NCCL "))
 }
 
 // announceable reports whether Feed may return st now: active, not seen
