@@ -34,7 +34,7 @@ func TestDemoInImage(t *testing.T) {
 			want: capFix, why: "holds CAP_IPC_LOCK in its permitted set", copied: true},
 		{name: "uid 1000, cap-drop ALL, cap-add IPC_LOCK", opts: append(user, "--cap-drop", "ALL", "--cap-add", "IPC_LOCK"),
 			want: capFix, why: "holds CAP_IPC_LOCK in its permitted set", copied: true},
-		{name: "uid 1000, cap-add IPC_LOCK, 64 KiB, noexec TMPDIR", opts: append(user, "--cap-add", "IPC_LOCK", "--ulimit", "memlock=65536:65536", "--tmpfs", "/scratch:rw,noexec,mode=1777", "-e", "TMPDIR=/scratch"),
+		{name: "uid 1000, cap-add IPC_LOCK, soft 64 KiB hard 8 MiB, noexec TMPDIR", opts: append(user, "--cap-add", "IPC_LOCK", "--ulimit", "memlock=65536:8388608", "--tmpfs", "/scratch:rw,noexec,mode=1777", "-e", "TMPDIR=/scratch"),
 			want: limitFix, why: "the fake job is ncclrun itself"},
 		{name: "uid 1000, cap-add IPC_LOCK, unlimited", opts: append(user, "--cap-add", "IPC_LOCK", "--ulimit", "memlock=-1:-1"), unlimited: true,
 			want: capFix, why: "holds CAP_IPC_LOCK in its permitted set", copied: true},

@@ -45,6 +45,10 @@ import (
 // kernel/systemd default, as NCCL's registrations are.
 const FakePin int64 = 16 << 20
 
+// FailLimit is the memlock limit of the failing run: a default Docker
+// container's or Kubernetes pod's.
+const FailLimit int64 = 64 << 10
+
 // Ranks is the number of fake NCCL processes in each run.
 const Ranks = 2
 
@@ -127,6 +131,10 @@ func limitFix(s State, reason string) Fix {
 	}
 	if pin <= 0 {
 		return Fix{Kind: FixNone, Why: fmt.Sprintf("%s, and the hard RLIMIT_MEMLOCK is %s: nothing on this machine can pin memory", reason, units.FormatSize(s.MemlockHard))}
+	}
+	if pin <= FailLimit {
+		// Pinning within the failing run's own limit shows no fix.
+		return Fix{Kind: FixNone, Why: fmt.Sprintf("%s, and the hard RLIMIT_MEMLOCK is %s, no more than the failing run's %s: this machine allows no more to pin than a default container does", reason, units.FormatSize(s.MemlockHard), units.FormatSize(FailLimit))}
 	}
 	return Fix{
 		Kind: FixLimit,

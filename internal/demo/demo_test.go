@@ -114,7 +114,9 @@ func TestChooseFix(t *testing.T) {
 		{"non-root, 8 MiB", State{MemlockSoft: 8 << 20, MemlockHard: 8 << 20}, FixLimit, 8 << 20},
 		{"non-root, soft 64 KiB hard unlimited", State{MemlockSoft: 64 << 10, MemlockHard: units.Unlimited}, FixLimit, FakePin},
 		{"non-root, 64 GiB", State{MemlockSoft: 64 << 30, MemlockHard: 64 << 30}, FixLimit, FakePin},
-		{"non-root, odd hard limit rounds down to a page", State{MemlockSoft: 10000, MemlockHard: 10000}, FixLimit, 8192},
+		{"non-root, odd hard limit rounds down to a page", State{MemlockSoft: 100000, MemlockHard: 100000}, FixLimit, 98304},
+		{"non-root, hard 64 KiB: no more than the failing run", State{MemlockSoft: 64 << 10, MemlockHard: 64 << 10}, FixNone, 0},
+		{"non-root, hard 128 KiB", State{MemlockSoft: 64 << 10, MemlockHard: 128 << 10}, FixLimit, 128 << 10},
 		{"non-root, hard 0", State{}, FixNone, 0},
 		{"non-root, hard under a page", State{MemlockSoft: 100, MemlockHard: 100}, FixNone, 0},
 	}
@@ -147,7 +149,8 @@ func TestChoosePlan(t *testing.T) {
 	}{
 		{"root, no file capabilities", capState, "", FixCapability, FakePin, self, "holds CAP_IPC_LOCK"},
 		{"file capability, copy runs", with(capState), copied, FixCapability, FakePin, copied, "holds CAP_IPC_LOCK"},
-		{"file capability, no copy: the limit", with(capState), "", FixLimit, 64 << 10, self, "the fake job is ncclrun itself"},
+		{"file capability, no copy, hard 64 KiB: no fix to show", with(capState), "", FixNone, 0, self, "the fake job is ncclrun itself"},
+		{"file capability, no copy: the limit", with(State{IPCLockPermitted: true, MemlockSoft: 64 << 10, MemlockHard: 8 << 20}), "", FixLimit, 8 << 20, self, "the fake job is ncclrun itself"},
 		{"file capability, no copy, hard 0", with(State{IPCLockPermitted: true}), "", FixNone, 0, self, "the fake job is ncclrun itself"},
 		{"file capability not in the bounding set, copy runs", with(noCap), copied, FixLimit, 8 << 20, copied, "no usable CAP_IPC_LOCK"},
 		{"file capability not in the bounding set, no copy", with(noCap), "", FixLimit, 8 << 20, self, "no usable CAP_IPC_LOCK"},
