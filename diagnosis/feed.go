@@ -290,6 +290,9 @@ const ownWindow = 160
 // line whose "ncclrun: " follows an "NCCL " is NCCL's.
 func ownLine(line []byte) bool {
 	head := line[:min(len(line), ownWindow)]
+	if j := nccl(head); j >= 0 {
+		head = head[:j] // an NCCL line's prefix is short: the search is too
+	}
 	i := bytes.Index(head, ownTag)
 	if i < 0 {
 		return false
@@ -300,7 +303,7 @@ func ownLine(line []byte) bool {
 			return false // another word ending in "ncclrun"
 		}
 	}
-	return !bytes.Contains(head[:i], []byte("NCCL "))
+	return true
 }
 
 // announceable reports whether Feed may return st now: active, not seen
