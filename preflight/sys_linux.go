@@ -16,6 +16,7 @@ import (
 
 	"github.com/ncclrun/ncclrun/internal/pinrule"
 	"github.com/ncclrun/ncclrun/internal/rlimit"
+	"github.com/ncclrun/ncclrun/internal/safefile"
 )
 
 // liveStatus reads the calling thread's credentials. Capabilities are per
@@ -89,17 +90,17 @@ func openRW(path string) error {
 // execFileCaps reads the file capability of the file the kernel runs when
 // path is exec'd: path itself, or for a #! script its interpreter (as
 // binfmt_script, up to maxInterp levels), whose path it returns. Each file
-// must be a regular file, and only such a file is opened (openRegular);
+// must be a regular file, and only such a file is opened (safefile.OpenFollow);
 // only its first bytes are read. A capability on
 // a nosuid mount is not honoured at exec, so it counts as none.
 func execFileCaps(path string) (string, pinrule.ExecFile, error) {
 	for range maxInterp + 1 {
-		fd, err := openRegular(path)
+		file, err := safefile.OpenFollow(path)
 		if err != nil {
 			return path, pinrule.ExecFile{}, err
 		}
-		f, interp, err := fdExecCaps(fd, path)
-		_ = unix.Close(fd)
+		f, interp, err := fdExecCaps(int(file.Fd()), path)
+		_ = file.Close()
 		if err != nil || interp == "" {
 			return path, f, err
 		}
@@ -108,52 +109,10 @@ func execFileCaps(path string) (string, pinrule.ExecFile, error) {
 	return path, pinrule.ExecFile{}, fmt.Errorf("%s: more than %d #! interpreters", path, maxInterp)
 }
 
-// openRegular opens path for reading when it is a regular file. It looks
-// first (O_PATH, which opens nothing) and opens only a regular file, by
-// that look's descriptor: a device's driver is never asked to open (a
-// serial line's DTR, a watchdog, a tape's rewind), and a FIFO cannot
-// block.
-func openRegular(path string) (int, error) {
-	pfd, err := openRetry(path, unix.O_PATH|unix.O_CLOEXEC)
-	if err != nil {
-		return -1, &os.PathError{Op: "open", Path: path, Err: err}
-	}
-	defer unix.Close(pfd)
-	var st unix.Stat_t
-	if err := unix.Fstat(pfd, &st); err != nil {
-		return -1, &os.PathError{Op: "fstat", Path: path, Err: err}
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return -1, fmt.Errorf("%s: not a regular file", path)
-	}
-	fd, err := openRetry(fmt.Sprintf("/proc/self/fd/%d", pfd), unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY)
-	if err != nil {
-		return -1, &os.PathError{Op: "open", Path: path, Err: err}
-	}
-	return fd, nil
-}
-
-// openRetry is open(2) retried on EINTR.
-func openRetry(path string, flags int) (int, error) {
-	for {
-		fd, err := unix.Open(path, flags, 0)
-		if err != unix.EINTR {
-			return fd, err
-		}
-	}
-}
-
 // fdExecCaps is execFileCaps for one open file: the interpreter when it
 // is a #! script, else its file capability.
 func fdExecCaps(fd int, path string) (pinrule.ExecFile, string, error) {
 	var none pinrule.ExecFile
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return none, "", &os.PathError{Op: "fstat", Path: path, Err: err}
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return none, "", fmt.Errorf("%s: not a regular file", path)
-	}
 	head := make([]byte, binprmBuf)
 	n, err := unix.Read(fd, head)
 	if err != nil {

@@ -6,8 +6,10 @@
 //
 //   - Open follows no symbolic link in any component (openat2
 //     RESOLVE_NO_SYMLINKS, or a walk with O_NOFOLLOW where openat2 is
-//     missing or filtered), never blocks (O_NONBLOCK: a FIFO without a
-//     writer opens at once) and returns regular files only (fstat).
+//     missing or filtered) and returns regular files only: it looks first
+//     (O_PATH) and opens only a regular file, through that look, so a
+//     FIFO never blocks and a device is never opened. OpenFollow is the
+//     same for a path whose links are followed, as execve follows them.
 //   - As runs the opening on an OS thread of its own whose filesystem
 //     credentials are CMD's (setfsuid, setfsgid, setgroups on that thread
 //     only), so ncclrun running as root with --user reads only what CMD's

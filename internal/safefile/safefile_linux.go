@@ -31,20 +31,57 @@ func Open(path string) (*os.File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open %q: %w", path, err)
 	}
-	fd, err := openNoSymlinks(abs, readFlags)
+	pfd, err := openNoSymlinks(abs, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC)
 	if err != nil {
 		return nil, fmt.Errorf("open %q: %w", path, err)
 	}
+	return openLooked(pfd, path)
+}
+
+// OpenFollow is Open for a path whose symbolic links are followed, as
+// execve follows them (CMD's executable, which /usr/bin/python3 reaches
+// through links): a regular file only, never blocking.
+func OpenFollow(path string) (*os.File, error) {
+	pfd, err := openRetry(path, unix.O_PATH|unix.O_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("open %q: %w", path, err)
+	}
+	return openLooked(pfd, path)
+}
+
+// openLooked opens for reading the file that pfd, an O_PATH descriptor
+// (closed here), looks at, when it is a regular file: only then is it
+// opened, through pfd, so that a device's driver is never asked to open
+// (a serial line's DTR, a watchdog, a tape's rewind), a FIFO cannot block,
+// and nothing can be swapped in between the look and the open.
+func openLooked(pfd int, path string) (*os.File, error) {
+	defer unix.Close(pfd)
 	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		unix.Close(fd)
+	if err := unix.Fstat(pfd, &st); err != nil {
 		return nil, fmt.Errorf("fstat %q: %w", path, err)
 	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		unix.Close(fd)
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFREG:
+	case unix.S_IFLNK: // O_PATH|O_NOFOLLOW on a link looks at the link
+		return nil, fmt.Errorf("open %q: %w", path, ErrSymlink)
+	default:
 		return nil, fmt.Errorf("open %q: %w", path, ErrNotRegular)
 	}
+	fd, err := openRetry("/proc/self/fd/"+strconv.Itoa(pfd), readFlags&^unix.O_NOFOLLOW)
+	if err != nil {
+		return nil, fmt.Errorf("open %q: %w", path, err)
+	}
 	return os.NewFile(uintptr(fd), path), nil
+}
+
+// openRetry is open(2) retried on EINTR.
+func openRetry(path string, flags int) (int, error) {
+	for {
+		fd, err := unix.Open(path, flags, 0)
+		if err != unix.EINTR {
+			return fd, err
+		}
+	}
 }
 
 // openNoSymlinks opens the absolute path abs with flags, following no

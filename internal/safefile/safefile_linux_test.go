@@ -69,6 +69,35 @@ func TestOpen(t *testing.T) {
 	}
 }
 
+// TestOpenFollow: links are followed, as execve follows them, and still
+// only a regular file is opened.
+func TestOpenFollow(t *testing.T) {
+	d := tree(t)
+	for _, tc := range []struct {
+		path    string
+		content string
+		err     error
+	}{
+		{path: "file", content: "a\nb\n"},
+		{path: "link", content: "a\nb\n"},
+		{path: "linkdir/file", content: "in sub\n"},
+		{path: "fifo", err: ErrNotRegular}, // and it did not block
+		{path: "sub", err: ErrNotRegular},
+		{path: "missing", err: os.ErrNotExist},
+	} {
+		f, err := OpenFollow(filepath.Join(d, tc.path))
+		if tc.err != nil {
+			assert.ErrorIs(t, err, tc.err, tc.path)
+			continue
+		}
+		require.NoError(t, err, tc.path)
+		b, err := io.ReadAll(f)
+		f.Close()
+		require.NoError(t, err)
+		assert.Equal(t, tc.content, string(b), tc.path)
+	}
+}
+
 func TestTailOfHugeSparseFile(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "sparse")
 	f, err := os.Create(p)
