@@ -3,12 +3,9 @@
 package demo
 
 import (
-	"bytes"
-	"os/exec"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 
 	"github.com/ncclrun/ncclrun/internal/testutil"
 )
@@ -20,19 +17,10 @@ import (
 // the file carrying the capability.
 func TestDemoAsUserFileCap(t *testing.T) {
 	testutil.RequireRoot(t)
-	setpriv := testutil.RequireTool(t, "setpriv")
 	bin := buildNcclrun(t)
 	setFileCap(t, bin)
-	cmd := exec.Command(setpriv, "--reuid=1000", "--regid=1000", "--clear-groups",
-		"--inh-caps=-all", "--bounding-set=-all,+ipc_lock", "--", bin, "demo")
-	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=/"}
-	cmd.Dir = "/"
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	t.Logf("stdout:\n%s\nstderr:\n%s", out.String(), errb.String())
-	require.NoError(t, err)
-	assert.Contains(t, out.String(), "the fake job runs from a copy of ncclrun without them")
-	assert.Contains(t, out.String(), "[2/2] With the fix: keep CAP_IPC_LOCK")
-	assert.Contains(t, out.String(), "Demo OK")
+	out := demoAsUser(t, bin, "-all,+ipc_lock", "/")
+	assert.Contains(t, out, "the fake job runs from a copy of ncclrun without them")
+	assert.Contains(t, out, "[2/2] With the fix: keep CAP_IPC_LOCK")
+	assert.Contains(t, out, "Demo OK")
 }

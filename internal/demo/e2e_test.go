@@ -61,18 +61,26 @@ func TestDemoEndToEnd(t *testing.T) {
 // TestDemoAsUser runs the demo as uid 1000 without capabilities, where the
 // fix is the machine's own memlock limit.
 func TestDemoAsUser(t *testing.T) {
+	out := demoAsUser(t, buildNcclrun(t), "-all", "/tmp")
+	assert.Contains(t, out, "the memlock limit this machine allows")
+	assert.Contains(t, out, "Demo OK")
+}
+
+// demoAsUser runs `bin demo` as uid 1000 with the bounding set setpriv's
+// bounding gives (root only: setpriv switches users) and returns its
+// stdout; the demo must exit 0.
+func demoAsUser(t *testing.T, bin, bounding, home string) string {
+	t.Helper()
 	testutil.RequireRoot(t)
 	setpriv := testutil.RequireTool(t, "setpriv")
-	bin := buildNcclrun(t)
 	cmd := exec.Command(setpriv, "--reuid=1000", "--regid=1000", "--clear-groups",
-		"--inh-caps=-all", "--bounding-set=-all", "--", bin, "demo")
-	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=/tmp"}
+		"--inh-caps=-all", "--bounding-set="+bounding, "--", bin, "demo")
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + home}
 	cmd.Dir = "/"
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
 	t.Logf("stdout:\n%s\nstderr:\n%s", out.String(), errb.String())
 	require.NoError(t, err)
-	assert.Contains(t, out.String(), "the memlock limit this machine allows")
-	assert.Contains(t, out.String(), "Demo OK")
+	return out.String()
 }
