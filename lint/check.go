@@ -282,10 +282,11 @@ func parse(name string, data []byte, fn func(*yaml.Node)) error {
 		if len(doc.Content) == 0 {
 			continue
 		}
-		if bomb, limit := aliasBomb(doc.Content[0]); bomb {
+		own, k, first := ownDoc(doc.Content[0])
+		if bomb, limit := aliasBomb(doc.Content[0], own); bomb {
 			return inputErrorf("%s: not read: the document at line %d expands through its aliases to more than %d nodes%s", name, doc.Content[0].Line, limit, after(docs))
 		}
-		if k, first := duplicateKey(doc.Content[0]); k != nil {
+		if k != nil {
 			return inputErrorf("%s: not YAML: line %d: mapping key %q already defined at line %d%s", name, k.Line, truncateKey(k.Value), first.Line, after(docs))
 		}
 		top := deref(doc.Content[0])
@@ -412,15 +413,8 @@ func (e *shiftedError) Unwrap() error { return e.err }
 
 // shiftLines adds by to the line of every node under n.
 func shiftLines(n *yaml.Node, by int) {
-	if n == nil || by == 0 {
-		return
-	}
-	stack := []*yaml.Node{n}
-	for len(stack) > 0 {
-		n := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
-		n.Line += by
-		stack = append(stack, n.Content...)
+	if by != 0 {
+		eachOwn(n, func(n *yaml.Node) bool { n.Line += by; return true })
 	}
 }
 
@@ -501,36 +495,32 @@ func decode(dec *yaml.Decoder, doc *yaml.Node) (err error) {
 	return dec.Decode(doc)
 }
 
-// duplicateKey finds a mapping under n (its own nodes, aliases not
-// followed: an anchor is checked where it stands) that names a scalar key
-// twice, and returns the second key and the first. kubectl and Compose
-// refuse such a file, so lint does not judge one of its values.
-func duplicateKey(n *yaml.Node) (dup, first *yaml.Node) {
-	stack := []*yaml.Node{n}
-	for len(stack) > 0 {
-		n := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
-		if n == nil || n.Kind == yaml.AliasNode {
-			continue
+// ownDoc walks the nodes written in document n once (aliases not
+// followed: an anchor is checked where it stands): it returns their number
+// (aliasBomb's measure) and the first mapping that names a scalar key
+// twice, as its second key and its first. kubectl and Compose refuse such
+// a file, so lint does not judge one of its values.
+func ownDoc(n *yaml.Node) (nodes int, dup, first *yaml.Node) {
+	eachOwn(n, func(n *yaml.Node) bool {
+		nodes++
+		if dup != nil || n.Kind != yaml.MappingNode {
+			return true
 		}
-		if n.Kind == yaml.MappingNode {
-			seen := make(map[string]*yaml.Node, len(n.Content)/2)
-			for i := 0; i+1 < len(n.Content); i += 2 {
-				k := n.Content[i]
-				if k.Kind != yaml.ScalarNode {
-					continue
-				}
-				if f, ok := seen[k.Value]; ok {
-					return k, f
-				}
-				seen[k.Value] = k
+		seen := make(map[string]*yaml.Node, len(n.Content)/2)
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k := n.Content[i]
+			if k.Kind != yaml.ScalarNode {
+				continue
 			}
+			if f, ok := seen[k.Value]; ok {
+				dup, first = k, f
+				break
+			}
+			seen[k.Value] = k
 		}
-		for i := len(n.Content) - 1; i >= 0; i-- { // in the file's order
-			stack = append(stack, n.Content[i])
-		}
-	}
-	return nil, nil
+		return true
+	})
+	return nodes, dup, first
 }
 
 // truncateKey shortens a key quoted in an error to one short line.

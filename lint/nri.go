@@ -95,7 +95,7 @@ func readNRI(key, name string, line int, value string) nriAnnotation {
 	}
 	// The value is a document of its own: the manifest's alias bound
 	// (aliasBomb) did not look into it.
-	if bomb, limit := aliasBomb(root); bomb {
+	if bomb, limit := aliasBomb(root, ownNodes(root)); bomb {
 		a.fail(fmt.Sprintf("its value expands through its aliases to more than %d nodes", limit))
 		return a
 	}

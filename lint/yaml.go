@@ -220,15 +220,30 @@ const (
 	aliasSlack = 100000
 )
 
+// eachOwn calls fn on n and on every node written under it, in the
+// file's order, aliases not followed (an alias node has no content), until
+// fn returns false.
+func eachOwn(n *yaml.Node, fn func(*yaml.Node) bool) {
+	stack := []*yaml.Node{n}
+	for len(stack) > 0 {
+		n := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if n == nil {
+			continue
+		}
+		if !fn(n) {
+			return
+		}
+		for i := len(n.Content) - 1; i >= 0; i-- {
+			stack = append(stack, n.Content[i])
+		}
+	}
+}
+
 // ownNodes counts the nodes written in n, aliases not followed.
 func ownNodes(n *yaml.Node) int {
-	if n == nil {
-		return 0
-	}
-	c := 1
-	for _, ch := range n.Content {
-		c += ownNodes(ch)
-	}
+	c := 0
+	eachOwn(n, func(*yaml.Node) bool { c++; return true })
 	return c
 }
 
@@ -267,9 +282,9 @@ func expansion(n *yaml.Node, limit int, memo map[*yaml.Node]int) int {
 	return c
 }
 
-// aliasBomb reports whether document n expands past its bound, and the
-// bound.
-func aliasBomb(n *yaml.Node) (bool, int) {
-	limit := aliasRatio*ownNodes(n) + aliasSlack
+// aliasBomb reports whether document n, of own written nodes
+// (ownNodes), expands past its bound, and the bound.
+func aliasBomb(n *yaml.Node, own int) (bool, int) {
+	limit := aliasRatio*own + aliasSlack
 	return expansion(n, limit, map[*yaml.Node]int{}) > limit, limit
 }
