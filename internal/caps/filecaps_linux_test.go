@@ -1,14 +1,12 @@
 package caps_test
 
 import (
-	"errors"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"golang.org/x/sys/unix"
 
 	"github.com/ncclrun/ncclrun/internal/caps"
 	"github.com/ncclrun/ncclrun/internal/testutil"
@@ -27,12 +25,7 @@ func TestFileCaps(t *testing.T) {
 	assert.ErrorIs(t, err, os.ErrNotExist)
 
 	testutil.RequireRoot(t)
-	ipcLockP := []byte{0, 0, 0, 2, 0, 0x40, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0} // revision 2, permitted 1<<14
-	if err := unix.Setxattr(p, "security.capability", ipcLockP, 0); errors.Is(err, unix.ENOTSUP) {
-		testutil.SkipOrFail(t, "no extended attributes here: %v", err)
-	} else {
-		require.NoError(t, err)
-	}
+	testutil.SetIPCLockFileCap(t, p)
 	has, err = caps.FileCaps(p)
 	require.NoError(t, err)
 	assert.True(t, has)

@@ -18,7 +18,7 @@ import (
 func TestDemoAsUserFileCap(t *testing.T) {
 	testutil.RequireRoot(t)
 	bin := buildNcclrun(t)
-	setFileCap(t, bin)
+	testutil.SetIPCLockFileCap(t, bin)
 	out := demoAsUser(t, bin, "-all,+ipc_lock", "/")
 	assert.Contains(t, out, "the fake job runs from a copy of ncclrun without them")
 	assert.Contains(t, out, "[2/2] With the fix: keep CAP_IPC_LOCK")
