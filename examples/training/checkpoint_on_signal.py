@@ -8,7 +8,7 @@ import torch
 stop = []
 signal.signal(signal.SIGUSR1, lambda signum, frame: stop.append(signum))
 rank, step = int(os.environ.get("RANK", "0")), 0
-print(f"rank {rank}: training", flush=True)
+os.write(1, f"rank {rank}: training\n".encode())  # one write: two ranks' lines never interleave
 while not stop:
     step += 1  # one training step
     time.sleep(0.1)
