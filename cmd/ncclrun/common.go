@@ -153,6 +153,8 @@ func parseSettings(c *cli.Context) (settings, error) {
 		return s, usagef("--%s: %v is negative", flagHangAfter, s.hangAfter)
 	}
 	switch s.onHang = strings.ToLower(strings.TrimSpace(c.String(flagOnHang))); s.onHang {
+	case "":
+		s.onHang = "warn"
 	case "warn", "stop":
 	default:
 		return s, usagef("--%s: %q is not warn or stop", flagOnHang, c.String(flagOnHang))

@@ -254,6 +254,7 @@ func parseWith(args []string, f func(settings)) error {
 	app := &cli.App{Writer: io.Discard, ErrWriter: io.Discard,
 		ExitErrHandler: func(*cli.Context, error) {},
 		Commands: []*cli.Command{{Name: "run", Flags: commandFlags("run"),
+			OnUsageError: func(_ *cli.Context, err error, _ bool) error { return &usageError{err} },
 			Action: func(c *cli.Context) error {
 				s, err := parseSettings(c)
 				if perr = err; err == nil {
