@@ -255,6 +255,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		if code, failed := out.outputFailure(err, stderr); failed {
 			return code
 		}
+		if readerGone(out.err) {
+			err = quietEPIPE(err)
+		}
 	}
 	return exitStatus(err, stderr)
 }

@@ -56,7 +56,7 @@ func cmdLint(c *cli.Context, e *env) error {
 	for _, ie := range rep.Errors {
 		fprintf(e.stderr, "ncclrun: lint: %s\n", printable.String(ie.Error()))
 	}
-	if err != nil {
+	if err = quietEPIPE(err); err != nil {
 		return fmt.Errorf("write lint %s: %w", format, err)
 	}
 	fails, _ := rep.FailsAt(failOn)
