@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -146,5 +147,24 @@ func TestHangFlags(t *testing.T) {
 			assert.Equal(t, tc.after, got.hangAfter)
 			assert.Equal(t, tc.on, got.onHang)
 		})
+	}
+}
+
+// version prints the version once, and the commit once: not again where
+// the version (git describe's) already names it.
+func TestVersionLine(t *testing.T) {
+	build := runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH
+	for _, tc := range []struct{ version, commit, want string }{
+		{"1.4.0", "c0ffee1", "ncclrun 1.4.0 (commit c0ffee1, " + build + ")"},
+		{"c0ffee1", "c0ffee1", "ncclrun c0ffee1 (" + build + ")"},
+		{"c0ffee1-dirty", "c0ffee1", "ncclrun c0ffee1-dirty (" + build + ")"},
+		{"v1.4.0-3-gc0ffee1", "c0ffee1", "ncclrun v1.4.0-3-gc0ffee1 (" + build + ")"},
+		{"v1.4.0-3-gc0ffee1-dirty", "c0ffee1", "ncclrun v1.4.0-3-gc0ffee1-dirty (" + build + ")"},
+		{"dev", "unknown", "ncclrun dev (" + build + ")"},
+	} {
+		assert.Equal(t, tc.want, versionLine(tc.version, tc.commit), tc.version)
+		if tc.commit != "unknown" {
+			assert.Equal(t, 1, strings.Count(tc.want, tc.commit), "the commit once")
+		}
 	}
 }
