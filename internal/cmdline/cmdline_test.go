@@ -1,6 +1,7 @@
 package cmdline
 
 import (
+	"os"
 	"strings"
 	"testing"
 
@@ -102,5 +103,22 @@ func TestParse(t *testing.T) {
 			assert.Equal(t, tc.rest, strings.Join(rest, " "))
 			assert.Equal(t, tc.bad, bad)
 		})
+	}
+}
+
+// TestDocumented: docs/cli.md's flag table names every flag with its
+// variable, and its command table every command's flags.
+func TestDocumented(t *testing.T) {
+	b, err := os.ReadFile("../../docs/cli.md")
+	require.NoError(t, err)
+	doc := string(b)
+	for _, f := range Flags {
+		if f.Commands[0] == "probe-mlock" {
+			continue // hidden
+		}
+		assert.Contains(t, doc, "`--"+f.Name, f.Name)
+		if f.Env != "" {
+			assert.Contains(t, doc, "`"+f.Env+"`", f.Name)
+		}
 	}
 }
