@@ -54,7 +54,7 @@ func TestEveryRunFlagBeforeUser(t *testing.T) {
 					form = form[:1]
 				}
 			}
-			args := append(append(form, "--user", "1000:1000", "--", "torchrun", "train.py"))
+			args := append(form, "--user", "1000:1000", "--", "torchrun", "train.py")
 			assert.Equal(t, want, ids(lintWords(t, args...)), "%q", args)
 		}
 	}
