@@ -50,6 +50,7 @@ func TestReaderGoneEndsQuietly(t *testing.T) {
 		{[]string{"doctor", "--root", "../../preflight/testdata/k8s-trap"}, ExitCheckFailed},
 		{[]string{"doctor", "--json", "--root", "../../preflight/testdata/k8s-trap"}, ExitCheckFailed},
 		{[]string{"env", "--root", "../../preflight/testdata/k8s-trap"}, 0},
+		{[]string{"snapshot", "-o", "-", "--root", "../../preflight/testdata/k8s-trap"}, 0},
 	} {
 		for _, n := range []int{0, 1, 100} {
 			t.Run(strings.Join(tc.args, " ")+" after "+strconv.Itoa(n), func(t *testing.T) {
