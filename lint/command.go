@@ -5,6 +5,8 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+
+	"github.com/ncclrun/ncclrun/internal/cmdline"
 )
 
 // launch is how a container's first process relates to ncclrun.
@@ -26,11 +28,6 @@ type launch struct {
 }
 
 var shells = map[string]bool{"sh": true, "bash": true, "dash": true, "ash": true, "zsh": true, "ksh": true, "busybox": true}
-
-// ncclrunValueFlags are ncclrun's global flags that take a value
-// (cmd/ncclrun/app.go).
-var ncclrunValueFlags = map[string]bool{"root": true, "report": true, "termination-log": true, "nccl-debug": true,
-	"memlock": true, "drop-cap": true, "user": true, "kill-after": true, "min-memlock": true, "probe": true, "nccl-ib": true}
 
 func isNcclrun(word string) bool { return filepath.Base(word) == "ncclrun" }
 
@@ -73,56 +70,64 @@ func parseLaunch(argv []string, known bool) launch {
 	return l
 }
 
-// flags reads ncclrun's own flags, up to `--` or the command, which it
-// keeps in l.cmd.
+// flags reads ncclrun's own flags as ncclrun does (internal/cmdline): any
+// command's before a command word, run's after `run`, up to `--` or the
+// command, which it keeps in l.cmd. A flag ncclrun does not know is
+// skipped (ncclrun itself would refuse to start).
 func (l *launch) flags(args []string) {
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		if a == "--" {
-			l.cmd = args[i+1:]
-			return
-		}
-		if !strings.HasPrefix(a, "-") {
-			if a == "run" {
-				continue
+	command := ""
+	for {
+		got, rest, bad := cmdline.Parse(command, args)
+		for _, a := range got {
+			switch a.Flag.Name {
+			case "user":
+				l.user, l.userSet = a.Value, true
+			case "drop-cap":
+				if l.dropCaps != "" {
+					l.dropCaps += ","
+				}
+				l.dropCaps += a.Value
+			case "memlock":
+				l.memlock = a.Value
 			}
-			l.cmd = args[i:]
+		}
+		switch {
+		case bad != "":
+			args = rest
+		case len(rest) > 0 && rest[0] == "--":
+			l.cmd = rest[1:]
 			return
-		}
-		name, val, hasVal := strings.Cut(strings.TrimLeft(a, "-"), "=")
-		if !hasVal && ncclrunValueFlags[name] && i+1 < len(args) {
-			i++
-			val = args[i]
-		}
-		switch name {
-		case "user":
-			l.user, l.userSet = val, true
-		case "drop-cap":
-			if l.dropCaps != "" {
-				l.dropCaps += ","
-			}
-			l.dropCaps += val
-		case "memlock":
-			l.memlock = val
+		case len(rest) > 0 && rest[0] == "run" && command == "":
+			command, args = "run", rest[1:]
+		default:
+			l.cmd = rest
+			return
 		}
 	}
 }
 
-// applyEnv takes NCCLRUN_USER, NCCLRUN_DROP_CAP and NCCLRUN_MEMLOCK from the
-// container's environment where no flag set them (flags win, as in ncclrun).
+// applyEnv takes run's NCCLRUN_USER, NCCLRUN_DROP_CAP and NCCLRUN_MEMLOCK
+// from the container's environment where no flag set them (flags win, as
+// in ncclrun).
 func (l *launch) applyEnv(env map[string]string) {
 	if !l.ncclrun {
 		return
 	}
-	if v, ok := env["NCCLRUN_USER"]; ok && !l.userSet && v != "" {
+	if v, ok := env[runEnv("user")]; ok && !l.userSet && v != "" {
 		l.user, l.userSet = v, true
 	}
-	if v, ok := env["NCCLRUN_DROP_CAP"]; ok && l.dropCaps == "" {
+	if v, ok := env[runEnv("drop-cap")]; ok && l.dropCaps == "" {
 		l.dropCaps = v
 	}
-	if v, ok := env["NCCLRUN_MEMLOCK"]; ok && l.memlock == "" {
+	if v, ok := env[runEnv("memlock")]; ok && l.memlock == "" {
 		l.memlock = v
 	}
+}
+
+// runEnv is the NCCLRUN_* variable of run's flag name.
+func runEnv(name string) string {
+	f, _ := cmdline.Lookup("run", name)
+	return f.Env
 }
 
 // command is the command ncclrun starts, or the whole argv when ncclrun

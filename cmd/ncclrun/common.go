@@ -11,12 +11,15 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/ncclrun/ncclrun/internal/caps"
+	"github.com/ncclrun/ncclrun/internal/cmdline"
 	"github.com/ncclrun/ncclrun/internal/rlimit"
 	"github.com/ncclrun/ncclrun/launcher"
 	"github.com/ncclrun/ncclrun/preflight"
 )
 
-// settings are the global flags, parsed and checked once.
+// settings are the flags of run, doctor or env, parsed and checked once.
+// A flag the command does not own keeps its default: the zero value, but
+// WARN for ncclDebug and true for ncclIB.
 type settings struct {
 	root       string
 	strict     bool
@@ -34,11 +37,13 @@ type settings struct {
 	noIB       bool
 	ncclIB     bool
 	noPTY      bool
-	// noTransportProbe turns the transport probe off (probe.go);
-	// transportEnv are its variables, set by planChild when it runs.
+	// noTransportProbe turns the transport probe off (probe.go).
 	noTransportProbe bool
-	transportEnv     []launcher.EnvVar
 	ff               failFast // --on-degraded, --stop-grace, --misconfig-exit (failfast.go)
+	// hangAfter is --hang-after (0: off); onHang is --on-hang, "warn" or
+	// "stop".
+	hangAfter time.Duration
+	onHang    string
 }
 
 var userRE = sync.OnceValue(func() *regexp.Regexp {
@@ -73,40 +78,95 @@ func ncclDebugLevel(v string) bool {
 	return false
 }
 
-// parseSettings reads and validates the global flags; every mistake is a
-// usage error naming the flag.
+// parseSettings reads and validates the flags the running command owns
+// (internal/cmdline); every mistake is a usage error naming the flag.
 func parseSettings(c *cli.Context) (settings, error) {
-	s := settings{
-		root:      c.String(flagRoot),
-		strict:    c.Bool(flagStrict),
-		noWatch:   c.Bool(flagNoWatch),
-		report:    c.String(flagReport),
-		termLog:   c.String(flagTerminationLog),
-		ncclDebug: strings.TrimSpace(c.String(flagNCCLDebug)),
-		quiet:     c.Bool(flagQuiet),
-		user:      c.String(flagUser),
-		noIB:      c.Bool(flagNoIB),
-		noPTY:     c.Bool(flagNoPTY),
-
-		noTransportProbe: c.Bool(flagNoTransportProbe),
+	s := settings{ncclDebug: "WARN", ncclIB: true, onHang: "warn"}
+	owns := func(name string) bool {
+		_, ok := cmdline.Lookup(c.Command.Name, name)
+		return ok
 	}
-	if err := checkRoot(s.root); err != nil {
-		return s, err
+	var err error
+	if owns(flagRoot) {
+		if s.root = c.String(flagRoot); checkRoot(s.root) != nil {
+			return s, checkRoot(s.root)
+		}
 	}
-	if s.ncclDebug == "" {
-		return s, usagef("--%s: empty level (want e.g. WARN, INFO, TRACE)", flagNCCLDebug)
+	if owns(flagUser) {
+		if s.user = c.String(flagUser); s.user != "" && !userRE().MatchString(s.user) {
+			return s, usagef("--%s: %q is not USER[:GROUP]", flagUser, s.user)
+		}
 	}
-	if !ncclDebugLevel(s.ncclDebug) {
-		return s, usagef("--%s: %q is not a level NCCL knows (VERSION, WARN, INFO, ABORT or TRACE); NCCL would print nothing", flagNCCLDebug, s.ncclDebug)
+	if owns(flagDropCap) {
+		if s.dropCaps, err = parseDropCaps(c.StringSlice(flagDropCap)); err != nil {
+			return s, err
+		}
 	}
-	if v := c.String(flagMemlock); v != "" {
+	if v := c.String(flagMemlock); owns(flagMemlock) && v != "" {
 		l, err := rlimit.Parse(v)
 		if err != nil {
 			return s, usagef("--%s: %v", flagMemlock, err)
 		}
 		s.memlock = &preflight.Rlimit{Soft: l.Soft, Hard: l.Hard}
 	}
-	for _, v := range c.StringSlice(flagDropCap) {
+	if owns(flagMinMemlock) {
+		if s.minMemlock, err = bytesFlag(c, flagMinMemlock); err != nil {
+			return s, err
+		}
+	}
+	if owns(flagProbe) {
+		if s.probe, err = bytesFlag(c, flagProbe); err != nil {
+			return s, err
+		}
+	}
+	if owns(flagNCCLDebug) {
+		if s.ncclDebug = strings.TrimSpace(c.String(flagNCCLDebug)); s.ncclDebug == "" {
+			return s, usagef("--%s: empty level (want e.g. WARN, INFO, TRACE)", flagNCCLDebug)
+		}
+		if !ncclDebugLevel(s.ncclDebug) {
+			return s, usagef("--%s: %q is not a level NCCL knows (VERSION, WARN, INFO, ABORT or TRACE); NCCL would print nothing", flagNCCLDebug, s.ncclDebug)
+		}
+	}
+	if owns(flagNCCLIB) {
+		switch strings.ToLower(c.String(flagNCCLIB)) {
+		case "on", "true", "1", "yes":
+			s.ncclIB = true
+		case "off", "false", "0", "no":
+			s.ncclIB = false
+		default:
+			return s, usagef("--%s: %q is not on or off", flagNCCLIB, c.String(flagNCCLIB))
+		}
+	}
+	s.noIB, s.noTransportProbe = c.Bool(flagNoIB), c.Bool(flagNoTransportProbe)
+	if c.Command.Name != "run" {
+		return s, nil
+	}
+	s.strict, s.noWatch, s.quiet, s.noPTY = c.Bool(flagStrict), c.Bool(flagNoWatch), c.Bool(flagQuiet), c.Bool(flagNoPTY)
+	s.report, s.termLog = c.String(flagReport), c.String(flagTerminationLog)
+	if s.killAfter = c.Duration(flagKillAfter); s.killAfter < 0 {
+		return s, usagef("--%s: %v is negative", flagKillAfter, s.killAfter)
+	}
+	if s.ff, err = parseFailFast(c); err != nil {
+		return s, err
+	}
+	if s.hangAfter = c.Duration(flagHangAfter); s.hangAfter < 0 {
+		return s, usagef("--%s: %v is negative", flagHangAfter, s.hangAfter)
+	}
+	switch s.onHang = strings.ToLower(strings.TrimSpace(c.String(flagOnHang))); s.onHang {
+	case "":
+		s.onHang = "warn"
+	case "warn", "stop":
+	default:
+		return s, usagef("--%s: %q is not warn or stop", flagOnHang, c.String(flagOnHang))
+	}
+	return s, nil
+}
+
+// parseDropCaps reads --drop-cap's values (each a comma list) as
+// canonical capability names.
+func parseDropCaps(values []string) ([]string, error) {
+	var out []string
+	for _, v := range values {
 		for _, name := range strings.Split(v, ",") {
 			name = strings.TrimSpace(name)
 			if name == "" {
@@ -114,36 +174,12 @@ func parseSettings(c *cli.Context) (settings, error) {
 			}
 			c, err := caps.Parse(name)
 			if err != nil {
-				return s, usagef("--%s: unknown capability %q", flagDropCap, name)
+				return nil, usagef("--%s: unknown capability %q", flagDropCap, name)
 			}
-			s.dropCaps = append(s.dropCaps, caps.Name(c))
+			out = append(out, caps.Name(c))
 		}
 	}
-	if s.user != "" && !userRE().MatchString(s.user) {
-		return s, usagef("--%s: %q is not USER[:GROUP]", flagUser, s.user)
-	}
-	if s.killAfter = c.Duration(flagKillAfter); s.killAfter < 0 {
-		return s, usagef("--%s: %v is negative", flagKillAfter, s.killAfter)
-	}
-	var err error
-	if s.ff, err = parseFailFast(c); err != nil {
-		return s, err
-	}
-	if s.minMemlock, err = bytesFlag(c, flagMinMemlock); err != nil {
-		return s, err
-	}
-	if s.probe, err = bytesFlag(c, flagProbe); err != nil {
-		return s, err
-	}
-	switch strings.ToLower(c.String(flagNCCLIB)) {
-	case "on", "true", "1", "yes":
-		s.ncclIB = true
-	case "off", "false", "0", "no":
-		s.ncclIB = false
-	default:
-		return s, usagef("--%s: %q is not on or off", flagNCCLIB, c.String(flagNCCLIB))
-	}
-	return s, nil
+	return out, nil
 }
 
 // plan is what the launcher will do to CMD, for preflight.
@@ -168,15 +204,16 @@ func (s settings) launcherMemlock() *[2]int64 {
 }
 
 // envAdds are the variables run would add, before ComposeEnv drops those
-// already set: NCCL_DEBUG, NCCL_IB_DISABLE with --no-ib, and preflight's
-// proven NCCL_IB_* values unless --nccl-ib=off.
-func (s settings) envAdds(r preflight.Report) []launcher.EnvVar {
+// already set: NCCL_DEBUG (the transport probe's variables in its place
+// when transport holds them), NCCL_IB_DISABLE with --no-ib, and
+// preflight's proven NCCL_IB_* values unless --nccl-ib=off.
+func (s settings) envAdds(r preflight.Report, transport []launcher.EnvVar) []launcher.EnvVar {
 	adds := []launcher.EnvVar{{
 		Name: "NCCL_DEBUG", Value: s.ncclDebug,
 		Reason: "so that NCCL prints its failures at all (ncclrun diagnoses them from the output)",
 	}}
-	if len(s.transportEnv) > 0 {
-		adds = append([]launcher.EnvVar(nil), s.transportEnv...) // NCCL_DEBUG=INFO into a private file
+	if len(transport) > 0 {
+		adds = append([]launcher.EnvVar(nil), transport...) // NCCL_DEBUG=INFO into a private file
 	}
 	if s.noIB && s.ncclIB {
 		adds = append(adds, launcher.EnvVar{Name: "NCCL_IB_DISABLE", Value: "1", Reason: "--no-ib"})
@@ -192,9 +229,10 @@ func (s settings) envAdds(r preflight.Report) []launcher.EnvVar {
 	return adds
 }
 
-// composeEnv is the environment CMD gets and the variables added to it.
-func (s settings) composeEnv(base []string, r preflight.Report, extra ...launcher.EnvVar) ([]string, []launcher.EnvVar) {
-	env, added := launcher.ComposeEnv(base, append(s.envAdds(r), extra...), r.NCCLConf)
+// composeEnv is the environment CMD gets and the variables added to it;
+// transport are the transport probe's variables (nil: the probe is off).
+func (s settings) composeEnv(base []string, r preflight.Report, transport []launcher.EnvVar, extra ...launcher.EnvVar) ([]string, []launcher.EnvVar) {
+	env, added := launcher.ComposeEnv(base, append(s.envAdds(r, transport), extra...), r.NCCLConf)
 	sort.Slice(added, func(i, j int) bool { return added[i].Name < added[j].Name })
 	return env, added
 }

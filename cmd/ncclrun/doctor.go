@@ -41,10 +41,10 @@ func cmdDoctor(c *cli.Context, e *env) error {
 		report = preflight.Run(c.Context, opts)
 	}
 	if c.Bool(flagJSON) {
-		if err := writeJSON(e.stdout, report); err != nil {
+		if err := quietEPIPE(writeJSON(e.stdout, report)); err != nil {
 			return fmt.Errorf("write doctor JSON: %w", err)
 		}
-	} else if err := report.WriteTable(e.stdout); err != nil {
+	} else if err := quietEPIPE(report.WriteTable(e.stdout)); err != nil {
 		return fmt.Errorf("write doctor table: %w", err)
 	}
 	if report.Failed() {

@@ -31,7 +31,7 @@ func cmdEnv(c *cli.Context, e *env) error {
 	}
 	report := preflight.Run(c.Context, preflightOptions(s, e.environ, raiseLimits(s)))
 	printTreeWarnings(e.stderr, report)
-	_, added := s.composeEnv(e.environ, report)
+	_, added := s.composeEnv(e.environ, report, nil)
 	if format == "json" {
 		return writeJSON(e.stdout, envMap(added))
 	}

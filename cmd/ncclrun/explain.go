@@ -1,13 +1,16 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/ncclrun/ncclrun/diagnosis"
+	"github.com/ncclrun/ncclrun/internal/advice"
 	"github.com/ncclrun/ncclrun/nccllog"
 )
 
@@ -15,6 +18,11 @@ func cmdExplain(c *cli.Context, e *env) error {
 	names := c.Args().Slice()
 	if len(names) == 0 {
 		names = []string{"-"}
+		if terminal(e.stdin) {
+			// A pasted log is fine, but a silent wait is not: say what
+			// is wanted, and read on.
+			say(e.stderr, "explain: no FILE given: reading a log from the terminal; paste it and end with Ctrl-D")
+		}
 	}
 	stdinUsed := false
 	for _, name := range names {
@@ -41,7 +49,62 @@ func cmdExplain(c *cli.Context, e *env) error {
 			Diagnoses    []diagnosis.Diagnosis `json:"diagnoses"`
 		}{first, nonNil(ds)})
 	}
-	return diagnosis.WriteExplain(e.stdout, ds, first)
+	var b bytes.Buffer
+	_ = diagnosis.WriteExplain(&b, ds, first) // a Buffer does not fail
+	_, err := e.stdout.Write(layoutExplain(b.String()))
+	return err
+}
+
+// explainWidth is the width explain's text is wrapped to, doctor's.
+const explainWidth = 100
+
+// fixIndent is where WriteExplain starts a fix's text and its other
+// alternatives ("  fix:   ").
+const fixIndent = "         "
+
+// layoutExplain lays out WriteExplain's text as doctor lays out its
+// table: the text of a cause, a fix and a "to be sure" wrapped to
+// explainWidth under its label, and each platform of a fix on a line of
+// its own, its text wrapped two columns further in. The other lines
+// (titles, the log lines quoted) stay as written.
+func layoutExplain(text string) []byte {
+	var b bytes.Buffer
+	wrapped := func(lead, indent, body string) {
+		for i, l := range advice.Wrap(body, max(40, explainWidth-len(indent))) {
+			if i == 0 {
+				b.WriteString(lead + l + "\n")
+			} else {
+				b.WriteString(indent + l + "\n")
+			}
+		}
+	}
+	inFix := false
+	for _, line := range strings.Split(strings.TrimSuffix(text, "\n"), "\n") {
+		lead, body := "", ""
+		switch {
+		case strings.HasPrefix(line, "  fix:   "):
+			inFix, lead, body = true, "  fix:   ", line[len("  fix:   "):]
+		case inFix && strings.HasPrefix(line, fixIndent) && !strings.HasPrefix(line, fixIndent+" "):
+			lead, body = fixIndent, line[len(fixIndent):]
+		case strings.HasPrefix(line, "  cause: "), strings.HasPrefix(line, "  to be sure: "):
+			inFix = false
+			label, rest, _ := strings.Cut(line, ": ")
+			wrapped(label+": ", strings.Repeat(" ", len(label)+2), rest)
+			continue
+		default:
+			inFix = false
+			b.WriteString(line + "\n")
+			continue
+		}
+		for i, p := range advice.PlatformLines(body) {
+			if i == 0 {
+				wrapped(lead, fixIndent+"  ", p)
+			} else {
+				wrapped(fixIndent, fixIndent+"  ", p)
+			}
+		}
+	}
+	return b.Bytes()
 }
 
 // explainInput feeds one input (a file, or stdin for "-") to m, to its

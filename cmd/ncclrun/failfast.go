@@ -30,16 +30,6 @@ const (
 	flagMisconfigExit    = "misconfig-exit"
 )
 
-// failFastFlags are the policy's flags, part of globalFlags.
-func failFastFlags() []cli.Flag {
-	return []cli.Flag{
-		&cli.StringFlag{Name: flagOnDegraded, Usage: "`warn|fail`: fail stops CMD (as SIGTERM would) once degraded-transport is certain, and exits 79", Value: "warn", EnvVars: []string{envName(flagOnDegraded)}},
-		&cli.DurationFlag{Name: flagStopGrace, Usage: "on the first terminating signal, send --checkpoint-signal to the training processes and forward the terminating signal `DURATION` later (or once they exited)", EnvVars: []string{envName(flagStopGrace)}},
-		&cli.StringFlag{Name: flagCheckpointSignal, Usage: "the `SIG` --stop-grace sends to the training processes", DefaultText: "SIGUSR1", EnvVars: []string{envName(flagCheckpointSignal)}},
-		&cli.StringFlag{Name: flagMisconfigExit, Usage: "exit `N` instead of CMD's status when CMD failed of a certain deployment misconfiguration (memlock, shm, ...)", EnvVars: []string{envName(flagMisconfigExit)}},
-	}
-}
-
 // failFast is the policy as the flags set it; the zero value changes
 // nothing.
 type failFast struct {

@@ -247,19 +247,22 @@ func TestFailFastFlags(t *testing.T) {
 	}
 }
 
-// parseWith parses args with the global flags and hands f the settings.
+// parseWith parses args (ncclrun, then run's flags) with run's flags and
+// hands f the settings.
 func parseWith(args []string, f func(settings)) error {
 	var perr error
-	app := &cli.App{Flags: globalFlags(), Writer: io.Discard, ErrWriter: io.Discard,
+	app := &cli.App{Writer: io.Discard, ErrWriter: io.Discard,
 		ExitErrHandler: func(*cli.Context, error) {},
-		Action: func(c *cli.Context) error {
-			s, err := parseSettings(c)
-			if perr = err; err == nil {
-				f(s)
-			}
-			return nil
-		}}
-	if err := app.Run(args); err != nil {
+		Commands: []*cli.Command{{Name: "run", Flags: commandFlags("run"),
+			OnUsageError: func(_ *cli.Context, err error, _ bool) error { return &usageError{err} },
+			Action: func(c *cli.Context) error {
+				s, err := parseSettings(c)
+				if perr = err; err == nil {
+					f(s)
+				}
+				return nil
+			}}}}
+	if err := app.Run(append([]string{args[0], "run"}, args[1:]...)); err != nil {
 		return err
 	}
 	return perr

@@ -18,13 +18,6 @@ const exitLintFinding = 1
 
 const flagFailOn = "fail-on"
 
-func lintFlags() []cli.Flag {
-	return []cli.Flag{
-		&cli.StringFlag{Name: flagFormat, Usage: "`text|json|sarif`", Value: "text", EnvVars: []string{envName("lint-format")}},
-		&cli.StringFlag{Name: flagFailOn, Usage: "exit 1 when a finding is at least `error|warning|info`", Value: lint.Error, EnvVars: []string{envName("lint-fail-on")}},
-	}
-}
-
 // cmdLint judges manifests: every input is checked, a bad one is one line
 // on stderr and exit 2 whatever the others gave.
 func cmdLint(c *cli.Context, e *env) error {
@@ -63,7 +56,7 @@ func cmdLint(c *cli.Context, e *env) error {
 	for _, ie := range rep.Errors {
 		fprintf(e.stderr, "ncclrun: lint: %s\n", printable.String(ie.Error()))
 	}
-	if err != nil {
+	if err = quietEPIPE(err); err != nil {
 		return fmt.Errorf("write lint %s: %w", format, err)
 	}
 	fails, _ := rep.FailsAt(failOn)

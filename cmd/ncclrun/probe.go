@@ -28,8 +28,8 @@ func probeOff(s settings, userEnv []string, conf map[string]string, rep prefligh
 }
 
 // planProbe starts planning the probe for run's child: nil when it is off
-// (probeOff) or the directory cannot be made; otherwise j.s.transportEnv
-// holds its variables for composeEnv. The directory is owned by CMD's uid
+// (probeOff) or the directory cannot be made; otherwise its Env are the
+// variables for composeEnv. The directory is owned by CMD's uid
 // when run drops to another user.
 func planProbe(e *env, j *runJob, rep preflight.Report) *nccllog.Probe {
 	if probeOff(j.s, e.environ, rep.NCCLConf, rep, j.path, e.stdout) != "" {
@@ -43,7 +43,6 @@ func planProbe(e *env, j *runJob, rep preflight.Report) *nccllog.Probe {
 	if err != nil {
 		return nil
 	}
-	j.s.transportEnv = probe.Env()
 	return probe
 }
 

@@ -234,8 +234,12 @@ func planChild(e *env, j runJob, rep preflight.Report) childPlan {
 			extra = append(extra, *ask)
 		}
 	}
-	probe := planProbe(e, &j, rep) // transport probe (probe.go): j.s.transportEnv
-	childEnv, added := j.s.composeEnv(e.environ, rep, extra...)
+	probe := planProbe(e, &j, rep) // transport probe (probe.go)
+	var transport []launcher.EnvVar
+	if probe != nil {
+		transport = probe.Env()
+	}
+	childEnv, added := j.s.composeEnv(e.environ, rep, transport, extra...)
 	args, childEnv, added := j.command().ForwardEnv(childEnv, added) // -x or Open MPI's env list
 	p.added = added
 	if v, _ := environ.Lookup(childEnv, "NCCL_DEBUG_FILE"); v != "" {

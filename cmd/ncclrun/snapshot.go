@@ -17,15 +17,6 @@ import (
 // flagOutput is snapshot's --output.
 const flagOutput = "output"
 
-// snapshotFlags are snapshot's flags: where it goes, and --root to copy a
-// tree instead of the live system. The other global flags mean nothing here.
-func snapshotFlags() []cli.Flag {
-	return []cli.Flag{
-		&cli.StringFlag{Name: flagOutput, Aliases: []string{"o"}, Usage: "`FILE.tar.gz`, FILE.tgz, - (stdout) or a new or empty DIR (default ncclrun-snapshot-HOST-DATE.tar.gz here)", EnvVars: []string{envName("snapshot-output")}},
-		&cli.StringFlag{Name: flagRoot, Usage: "copy the tree under `DIR` instead of the live system", EnvVars: []string{envName(flagRoot)}},
-	}
-}
-
 func cmdSnapshot(c *cli.Context, e *env) error {
 	if c.NArg() > 0 {
 		return usagef("snapshot takes no arguments (got %q); use --%s FILE.tar.gz|DIR", c.Args().First(), flagOutput)

@@ -11,11 +11,10 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/ncclrun/ncclrun/internal/cmdline"
+	"github.com/ncclrun/ncclrun/preflight"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/urfave/cli/v2"
-
-	"github.com/ncclrun/ncclrun/preflight"
 )
 
 func TestNormalize(t *testing.T) {
@@ -48,14 +47,14 @@ func TestNormalize(t *testing.T) {
 	}
 }
 
-// TestNormalizeEveryDefinition: normalize knows every global flag and every
-// command from their definitions, so a flag before a command moves after it
-// and a command word selects that command.
+// TestNormalizeEveryDefinition: normalize knows every flag of
+// internal/cmdline and every command, so a flag before a command moves
+// after it and a command word selects that command.
 func TestNormalizeEveryDefinition(t *testing.T) {
-	for _, f := range globalFlags() {
+	for _, f := range cmdline.Flags {
 		for _, n := range f.Names() {
 			in := []string{"ncclrun", "--" + n}
-			if _, ok := f.(*cli.BoolFlag); !ok {
+			if f.TakesValue() {
 				in = append(in, "V")
 			}
 			got := normalize(append(in, "doctor", "--json"))
@@ -63,11 +62,11 @@ func TestNormalizeEveryDefinition(t *testing.T) {
 			assert.Equal(t, want, got, "--%s", n)
 		}
 	}
-	for _, c := range newApp(&env{}).Commands {
-		if c.Name == "fake-nccl" {
+	for _, c := range cmdline.Commands {
+		if c == "fake-nccl" {
 			continue // its arguments are the workload's, tested above
 		}
-		assert.Equal(t, []string{"ncclrun", c.Name, "x"}, normalize([]string{"ncclrun", c.Name, "x"}), c.Name)
+		assert.Equal(t, []string{"ncclrun", c, "x"}, normalize([]string{"ncclrun", c, "x"}), c)
 	}
 }
 

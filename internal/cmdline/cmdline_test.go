@@ -1,0 +1,124 @@
+package cmdline
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestTable: every owner is a command; a name (or alias) and a variable
+// are one command's flag at most once; rows that share a name agree on
+// whether it takes a value (normalize reads words before the command
+// with any command's rows); every variable is NCCLRUN_*.
+func TestTable(t *testing.T) {
+	kind := map[string]bool{}
+	for _, c := range Commands {
+		names, envs := map[string]bool{}, map[string]bool{}
+		for _, f := range For(c) {
+			for _, n := range f.Names() {
+				assert.False(t, names[n], "%s: --%s twice", c, n)
+				names[n] = true
+				if v, ok := kind[n]; ok {
+					assert.Equal(t, v, f.TakesValue(), "--%s", n)
+				}
+				kind[n] = f.TakesValue()
+			}
+			if f.Env != "" {
+				assert.False(t, envs[f.Env], "%s: %s twice", c, f.Env)
+				envs[f.Env] = true
+				assert.True(t, strings.HasPrefix(f.Env, "NCCLRUN_"), f.Env)
+			}
+		}
+	}
+	for _, f := range Flags {
+		require.NotEmpty(t, f.Commands, f.Name)
+		for _, c := range f.Commands {
+			assert.True(t, Command(c), "--%s: %s is no command", f.Name, c)
+		}
+		assert.NotEmpty(t, f.Usage, f.Name)
+	}
+	assert.True(t, Command("help"))
+	assert.False(t, Command("torchrun"))
+}
+
+// TestOwners: the commands' flags as the docs list them.
+func TestOwners(t *testing.T) {
+	names := func(c string) []string {
+		var out []string
+		for _, f := range For(c) {
+			out = append(out, f.Name)
+		}
+		return out
+	}
+	credentials := []string{"root", "user", "drop-cap", "memlock", "min-memlock"}
+	for _, c := range []string{"run", "doctor", "env"} {
+		assert.Subset(t, names(c), credentials, c)
+	}
+	assert.Equal(t, append(credentials, "probe", "json"), names("doctor"))
+	assert.Equal(t, append(credentials, "nccl-debug", "no-ib", "nccl-ib", "no-transport-probe", "format"), names("env"))
+	assert.Equal(t, []string{"json"}, names("explain"))
+	assert.Equal(t, []string{"format", "fail-on"}, names("lint"))
+	assert.Equal(t, []string{"root", "output"}, names("snapshot"))
+	assert.Empty(t, names("version"))
+	assert.Empty(t, names("demo"))
+	assert.Subset(t, names("run"), []string{"on-degraded", "stop-grace", "checkpoint-signal", "misconfig-exit", "hang-after", "on-hang"})
+	assert.NotContains(t, names("run"), "probe")
+	assert.NotContains(t, names("run"), "json")
+	for _, n := range []string{"hang-after", "on-hang"} {
+		f, ok := Lookup("run", n)
+		require.True(t, ok, n)
+		assert.Equal(t, "NCCLRUN_"+strings.ToUpper(strings.ReplaceAll(n, "-", "_")), f.Env)
+	}
+	f, _ := Lookup("lint", "format")
+	assert.Equal(t, "NCCLRUN_LINT_FORMAT", f.Env)
+	f, _ = Lookup("env", "format")
+	assert.Equal(t, "NCCLRUN_FORMAT", f.Env)
+}
+
+func TestParse(t *testing.T) {
+	for _, tc := range []struct {
+		command, args string
+		flags         string // name=value ...
+		rest, bad     string
+	}{
+		{"run", "--user 1000 --strict -- torchrun x", "user=1000 strict=true", "-- torchrun x", ""},
+		{"run", "-user=1000 --strict=false torchrun x", "user=1000 strict=false", "torchrun x", ""},
+		{"run", "--stop-grace 2m - x", "stop-grace=2m", "- x", ""},
+		{"run", "--json x", "", "x", "--json"},
+		{"run", "--user", "", "", "--user"},
+		{"", "--json --root /r doctor", "json=true root=/r", "doctor", ""},
+		{"snapshot", "-o x.tgz", "output=x.tgz", "", ""},
+		{"version", "--root /r", "", "/r", "--root"},
+	} {
+		t.Run(tc.command+" "+tc.args, func(t *testing.T) {
+			flags, rest, bad := Parse(tc.command, strings.Fields(tc.args))
+			var got []string
+			for _, a := range flags {
+				got = append(got, a.Flag.Name+"="+a.Value)
+			}
+			assert.Equal(t, tc.flags, strings.Join(got, " "))
+			assert.Equal(t, tc.rest, strings.Join(rest, " "))
+			assert.Equal(t, tc.bad, bad)
+		})
+	}
+}
+
+// TestDocumented: docs/cli.md's flag table names every flag with its
+// variable, and its command table every command's flags.
+func TestDocumented(t *testing.T) {
+	b, err := os.ReadFile("../../docs/cli.md")
+	require.NoError(t, err)
+	doc := string(b)
+	for _, f := range Flags {
+		if f.Commands[0] == "probe-mlock" {
+			continue // hidden
+		}
+		assert.Contains(t, doc, "`--"+f.Name, f.Name)
+		if f.Env != "" {
+			assert.Contains(t, doc, "`"+f.Env+"`", f.Name)
+		}
+	}
+}

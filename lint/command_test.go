@@ -1,0 +1,85 @@
+package lint
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ncclrun/ncclrun/internal/cmdline"
+)
+
+// noSetidPod is a root pod that adds only IPC_LOCK and runs ncclrun with
+// the flags given (JSON words) before the command.
+const noSetidPod = `apiVersion: v1
+kind: Pod
+metadata: {name: p}
+spec:
+  containers:
+    - name: trainer
+      image: trainer:1
+      command: ["/usr/local/bin/ncclrun", %s]
+      securityContext:
+        runAsUser: 0
+        capabilities: {drop: ["ALL"], add: ["IPC_LOCK"]}
+      resources: {limits: {nvidia.com/gpu: 8}}
+      volumeMounts: [{name: dshm, mountPath: /dev/shm}]
+  volumes: [{name: dshm, emptyDir: {medium: Memory}}]
+`
+
+func lintWords(t *testing.T, words ...string) Report {
+	t.Helper()
+	rep := Paths([]string{"-"}, strings.NewReader(fmt.Sprintf(noSetidPod, `"`+strings.Join(words, `", "`)+`"`)))
+	require.Empty(t, rep.Errors)
+	return rep
+}
+
+// TestEveryRunFlagBeforeUser: lint reads ncclrun's command line with
+// ncclrun's own table, so whatever run flag comes before --user (its
+// value included), the root pod without SETUID and SETGID is
+// user-needs-setuid, as without it.
+func TestEveryRunFlagBeforeUser(t *testing.T) {
+	want := ids(lintWords(t, "--user", "1000:1000", "--", "torchrun", "train.py"))
+	require.Contains(t, want, "user-needs-setuid@8")
+	for _, f := range cmdline.For("run") {
+		if f.Name == "user" {
+			continue
+		}
+		for _, form := range [][]string{{"--" + f.Name, "120s"}, {"--" + f.Name + "=120s"}, {"run", "--" + f.Name, "120s"}} {
+			if !f.TakesValue() {
+				form[len(form)-1] = "--" + f.Name
+				if len(form) == 2 {
+					form = form[:1]
+				}
+			}
+			args := append(form, "--user", "1000:1000", "--", "torchrun", "train.py")
+			assert.Equal(t, want, ids(lintWords(t, args...)), "%q", args)
+		}
+	}
+}
+
+// TestCommandLines: what lint takes of ncclrun's command line.
+func TestCommandLines(t *testing.T) {
+	for _, tc := range []struct {
+		args            string
+		user, drop, mem string
+		cmd             string
+	}{
+		{"--stop-grace 120s --user 1000:1000 -- torchrun x", "1000:1000", "", "", "torchrun x"},
+		{"--on-degraded fail --memlock 64KiB torchrun x", "", "", "64KiB", "torchrun x"},
+		{"run --drop-cap IPC_LOCK --drop-cap=SYS_ADMIN -- run", "", "IPC_LOCK,SYS_ADMIN", "", "run"},
+		{"--misconfig-exit 90 --checkpoint-signal USR2 --user=1000 python3 t.py", "1000", "", "", "python3 t.py"},
+		{"--bogus --user 1000 torchrun", "1000", "", "", "torchrun"},
+		{"-- doctor", "", "", "", "doctor"},
+	} {
+		t.Run(tc.args, func(t *testing.T) {
+			l := parseLaunch(append([]string{"ncclrun"}, strings.Fields(tc.args)...), true)
+			assert.Equal(t, tc.user, l.user)
+			assert.Equal(t, tc.drop, l.dropCaps)
+			assert.Equal(t, tc.mem, l.memlock)
+			assert.Equal(t, tc.cmd, strings.Join(l.cmd, " "))
+		})
+	}
+}
