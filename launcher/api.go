@@ -1,6 +1,7 @@
 package launcher
 
-// This file is the contract between launcher and cmd/ncclrun.
+// The types cmd/ncclrun gives Run and RaiseMemlock and gets back from
+// them: the child's Config, the Tap that sees its output, the Result.
 
 import (
 	"io"

@@ -1,7 +1,7 @@
 package preflight
 
-// This file is the contract between preflight and cmd/ncclrun. Extend it
-// (new fields, new functions); do not rename or remove what is here.
+// The types cmd/ncclrun gives Run and gets back from it: the options, the
+// credential plan, the report with its checks and facts, and the platform.
 
 import (
 	"encoding/json"
