@@ -14,8 +14,9 @@ import (
 )
 
 // drainTimeout is how long output is still relayed after the main child
-// exited, for descendants that hold the pipes ("about a second").
-const drainTimeout = time.Second
+// exited, for descendants that hold the pipes ("about a second"); tests
+// lengthen it.
+var drainTimeout = time.Second
 
 // reapTimeout bounds the wait for SIGKILLed descendants to disappear (a
 // process in D state, stuck in a driver, cannot die).

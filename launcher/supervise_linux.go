@@ -18,7 +18,8 @@ const (
 	running phase = iota
 	// draining: the main child has exited and is reaped. The output left
 	// in the pipes is relayed until they close or for at most
-	// drainTimeout; a terminating signal only arms the kill timer.
+	// drainTimeout; a terminating signal only arms the kill timer, which
+	// kills the tree when it fires, as in the other phases.
 	draining
 	// reaping: the output is relayed. During a shutdown the descendants
 	// left are waited for until the kill timer kills them, then (at most
@@ -63,7 +64,7 @@ func (s *supervisor) supervise(relaysDone <-chan struct{}) {
 		case running:
 			stopC, graceC, killC = s.stopC, s.grace.done, s.killC
 		case draining:
-			relaysC, drain = relaysDone, drainC
+			relaysC, drain, killC = relaysDone, drainC, s.killC
 		case reaping:
 			killC, giveUp = s.killC, giveUpC
 		}
