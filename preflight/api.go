@@ -8,6 +8,7 @@ import (
 
 	"github.com/ncclrun/ncclrun/internal/advice"
 	"github.com/ncclrun/ncclrun/internal/pinrule"
+	"github.com/ncclrun/ncclrun/internal/rlimit"
 	"github.com/ncclrun/ncclrun/internal/units"
 )
 
@@ -111,10 +112,9 @@ func (r Report) Check(id string) (Result, bool) {
 }
 
 // Rlimit is a soft/hard pair in bytes; Unlimited (-1) means RLIM_INFINITY.
-type Rlimit struct {
-	Soft int64 `json:"soft"`
-	Hard int64 `json:"hard"`
-}
+// It is internal/rlimit's one limit type, which pinrule, the launcher and
+// the CLI pass too.
+type Rlimit = rlimit.Limit
 
 // Unlimited is the value of an unlimited rlimit in Rlimit and in JSON.
 const Unlimited = units.Unlimited

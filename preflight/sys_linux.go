@@ -58,14 +58,12 @@ const (
 
 // liveMemlock returns this process's RLIMIT_MEMLOCK.
 func liveMemlock() (Rlimit, error) {
-	l, err := rlimit.Get(rlimit.Memlock)
-	return Rlimit{Soft: l.Soft, Hard: l.Hard}, err
+	return rlimit.Get(rlimit.Memlock)
 }
 
 // liveStack returns this process's RLIMIT_STACK.
 func liveStack() (Rlimit, error) {
-	l, err := rlimit.Get(unix.RLIMIT_STACK)
-	return Rlimit{Soft: l.Soft, Hard: l.Hard}, err
+	return rlimit.Get(unix.RLIMIT_STACK)
 }
 
 // statfsSize returns the size in bytes of the filesystem holding path.

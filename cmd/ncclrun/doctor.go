@@ -68,5 +68,5 @@ func probeMlock(e *env, s settings, user *launcher.User, ambient bool, size int6
 		user = &u
 	}
 	return pin.Probe(self, launcher.Config{Env: e.environ, User: user, AmbientIPCLock: ambient,
-		DropCaps: s.dropCaps, Memlock: s.launcherMemlock()}, size)
+		DropCaps: s.dropCaps, Memlock: s.memlock}, size)
 }

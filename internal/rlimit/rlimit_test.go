@@ -87,3 +87,25 @@ func TestParse(t *testing.T) {
 		assert.Equal(t, tc.want, got, tc.in)
 	}
 }
+
+// String is SOFT:HARD, exact, and Parse reads it back.
+func TestString(t *testing.T) {
+	for _, tc := range []struct {
+		l    Limit
+		want string
+	}{
+		{Limit{65536, 65536}, "64KiB:64KiB"},
+		{Limit{65536, 8 << 20}, "64KiB:8MiB"},
+		{Limit{100000, Unlimited}, "100000:unlimited"},
+		{Limit{Unlimited, Unlimited}, "unlimited:unlimited"},
+		{Limit{0, 1536}, "0:1536"},
+		{Limit{3 << 40, 3 << 40}, "3TiB:3TiB"},
+	} {
+		t.Run(tc.want, func(t *testing.T) {
+			assert.Equal(t, tc.want, tc.l.String())
+			back, err := Parse(tc.l.String())
+			require.NoError(t, err)
+			assert.Equal(t, tc.l, back)
+		})
+	}
+}
