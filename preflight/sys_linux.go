@@ -75,6 +75,19 @@ func statfsSize(path string) (int64, error) {
 	return int64(st.Blocks) * int64(st.Bsize), nil
 }
 
+// openPathFlag opens a file only to name it (O_PATH): no device is
+// opened, nothing blocks, and fstatfs(2) still answers.
+const openPathFlag = unix.O_PATH
+
+// fstatfsSize is statfsSize of an open file.
+func fstatfsSize(f *os.File) (int64, error) {
+	var st unix.Statfs_t
+	if err := unix.Fstatfs(int(f.Fd()), &st); err != nil {
+		return 0, fmt.Errorf("statfs %q: %w", f.Name(), err)
+	}
+	return int64(st.Blocks) * int64(st.Bsize), nil
+}
+
 // openRW checks that a device node can be opened read-write, as
 // libibverbs opens /dev/infiniband/uverbsN.
 func openRW(path string) error {
