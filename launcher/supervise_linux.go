@@ -32,11 +32,11 @@ const (
 
 // supervise is Run's one event loop, from the fork until the main child
 // and what it left behind are dealt with: it reaps every child of
-// ncclrun (SIGCHLD), forwards signals, fires the kill timer, starts the
-// checkpoint step (Stop, a terminating signal) and ends it, ends the
-// output drain and gives up on descendants that do not die. relaysDone
-// is closed when the relays have written all the output. When it
-// returns, s.status is the main child's.
+// ncclrun (SIGCHLD), forwards signals, fires the kill timer (in every
+// phase), starts the checkpoint step (Stop, a terminating signal) and
+// ends it, ends the output drain and gives up on descendants that do not
+// die. relaysDone is closed when the relays have written all the output.
+// When it returns, s.status is the main child's.
 func (s *supervisor) supervise(relaysDone <-chan struct{}) {
 	s.stopC = s.cfg.Stop
 	var drainC, giveUpC <-chan time.Time
@@ -57,16 +57,16 @@ func (s *supervisor) supervise(relaysDone <-chan struct{}) {
 				continue
 			}
 		}
-		// The events of other phases than this one wait in their channels.
+		// Stop and the checkpoint step act on a running child, the end of
+		// the output only once it has exited; the drain and give-up timers
+		// run only in their phase. Events of another phase wait in their
+		// channels.
 		var stopC, graceC, relaysC <-chan struct{}
-		var killC, drain, giveUp <-chan time.Time
 		switch s.phase {
 		case running:
-			stopC, graceC, killC = s.stopC, s.grace.done, s.killC
+			stopC, graceC = s.stopC, s.grace.done
 		case draining:
-			relaysC, drain, killC = relaysDone, drainC, s.killC
-		case reaping:
-			killC, giveUp = s.killC, giveUpC
+			relaysC = relaysDone
 		}
 		select {
 		case <-s.chldCh:
@@ -75,7 +75,7 @@ func (s *supervisor) supervise(relaysDone <-chan struct{}) {
 			s.signal(sig.(syscall.Signal))
 		case sig := <-s.sigCh:
 			s.signal(sig.(syscall.Signal))
-		case <-killC:
+		case <-s.killC:
 			s.killTree()
 			if s.phase == reaping {
 				giveUpC = time.After(reapTimeout)
@@ -87,17 +87,18 @@ func (s *supervisor) supervise(relaysDone <-chan struct{}) {
 			}
 		case <-graceC:
 			s.endGrace()
-		case <-drain:
+		case <-drainC:
 			drainC = nil
 			for _, r := range s.readers {
 				_ = r.SetReadDeadline(time.Now())
 			}
 		case <-relaysC:
+			drainC = nil
 			s.phase = s.leftovers()
 			if s.killed {
 				giveUpC = time.After(reapTimeout)
 			}
-		case <-giveUp:
+		case <-giveUpC:
 			s.phase = finished
 		}
 	}
