@@ -36,15 +36,14 @@ func RaiseMemlock() (MemlockChange, error) {
 // (after RaiseMemlock) needs CAP_SYS_RESOURCE, and soft may not exceed
 // hard. Errors wrap ErrMemlock.
 func checkMemlock(v rlimit.Limit) error {
-	above := func(a, b int64) bool { return b != rlimit.Unlimited && (a == rlimit.Unlimited || a > b) }
-	if above(v.Soft, v.Hard) {
+	if rlimit.Above(v.Soft, v.Hard) {
 		return fmt.Errorf("%w: soft limit %s above hard limit %s", ErrMemlock, rlimString(v.Soft), rlimString(v.Hard))
 	}
 	cur, err := rlimit.Get(rlimit.Memlock)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrMemlock, err)
 	}
-	if !above(v.Hard, cur.Hard) {
+	if !rlimit.Above(v.Hard, cur.Hard) {
 		return nil
 	}
 	if c, err := caps.Get(); err == nil && caps.Has(c.Effective, caps.SysResource) {

@@ -137,7 +137,7 @@ func (p cmdPlan) execWord() string {
 // initial user namespace. "" when it is allowed or that is unknown.
 func memlockRefused(c credFacts, want Rlimit) string {
 	cur := c.memlock
-	if c.memlockErr != nil || cur.Hard == Unlimited || (want.Hard != Unlimited && want.Hard <= cur.Hard) {
+	if c.memlockErr != nil || !rlimit.Above(want.Hard, cur.Hard) {
 		return ""
 	}
 	if c.statusErr != nil || c.usernsErr != nil {

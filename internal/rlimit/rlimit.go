@@ -30,6 +30,15 @@ type Limit struct {
 // Unlimited is RLIM_INFINITY in a Limit (units.Unlimited).
 const Unlimited = units.Unlimited
 
+// IsUnlimited is the one RLIM_INFINITY test of a Limit value: any
+// negative value (Unlimited, or what a caller wrote as -2) is infinity, as
+// toKernel makes it.
+func IsUnlimited(v int64) bool { return v < 0 }
+
+// Above reports whether limit value a exceeds b, Unlimited being the
+// largest value, as setrlimit(2) compares them.
+func Above(a, b int64) bool { return !IsUnlimited(b) && (IsUnlimited(a) || a > b) }
+
 // String formats l as SOFT:HARD, exactly, in the form --memlock takes and
 // Parse reads back: "64KiB:8MiB", "100000:unlimited".
 func (l Limit) String() string {
@@ -39,7 +48,7 @@ func (l Limit) String() string {
 // exactSize is v in the largest binary unit that divides it, "unlimited"
 // for Unlimited.
 func exactSize(v int64) string {
-	if v < 0 {
+	if IsUnlimited(v) {
 		return "unlimited"
 	}
 	for _, u := range []struct {
@@ -71,7 +80,7 @@ func fromKernel(v uint64) int64 {
 // toKernel converts a Limit value to the kernel's: any negative value is
 // RLIM_INFINITY (all bits set on Linux).
 func toKernel(v int64) uint64 {
-	if v < 0 {
+	if IsUnlimited(v) {
 		return math.MaxUint64
 	}
 	return uint64(v)
@@ -91,7 +100,7 @@ func Parse(s string) (Limit, error) {
 		if hv, err = units.ParseSize(hard); err != nil {
 			return Limit{}, err
 		}
-		if hv != units.Unlimited && (sv == units.Unlimited || sv > hv) {
+		if Above(sv, hv) {
 			return Limit{}, fmt.Errorf("soft limit %s is above hard limit %s", units.FormatSize(sv), units.FormatSize(hv))
 		}
 	}

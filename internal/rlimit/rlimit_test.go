@@ -109,3 +109,22 @@ func TestString(t *testing.T) {
 		})
 	}
 }
+
+// Above orders limit values as setrlimit(2) does, infinity the largest;
+// every negative value is infinity (IsUnlimited).
+func TestAbove(t *testing.T) {
+	for _, tc := range []struct {
+		a, b int64
+		want bool
+	}{
+		{2, 1, true}, {1, 2, false}, {1, 1, false},
+		{Unlimited, 1 << 40, true}, {1 << 40, Unlimited, false},
+		{Unlimited, Unlimited, false}, {-2, Unlimited, false}, {-2, 0, true},
+		{0, 0, false},
+	} {
+		assert.Equal(t, tc.want, Above(tc.a, tc.b), "Above(%d, %d)", tc.a, tc.b)
+	}
+	assert.True(t, IsUnlimited(Unlimited))
+	assert.True(t, IsUnlimited(-2))
+	assert.False(t, IsUnlimited(0))
+}
