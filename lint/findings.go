@@ -257,7 +257,7 @@ func (c container) findings() ([]Finding, Container) {
 		}
 		if len(rejected) > 0 {
 			add(IDPodSecurity, ln, fmt.Sprintf("Pod Security Admission's baseline and restricted levels reject %s, so the pod is admitted only in a namespace at the privileged level.", strings.Join(rejected, ", ")),
-				advice.Manifest(advice.PrivilegedNamespace, p, sp)+"\n"+advice.Manifest(advice.PodMemlock, p, sp), false)
+				advice.Manifest(advice.PodMemlock, p, sp)+"\n"+advice.Manifest(advice.PrivilegedNamespace, p, sp), false)
 		}
 	}
 	out = append(out, c.extra...)

@@ -223,6 +223,22 @@ func TestFindingFields(t *testing.T) {
 	assert.Contains(t, strings.Join(nr.Assumed, "\n"), "runAsNonRoot: true without runAsUser")
 }
 
+// TestPodSecurityFixNRIFirst: pod-security's fix gives the NRI
+// annotation (no capability, admitted under restricted) before the
+// namespace label that admits the capability.
+func TestPodSecurityFixNRIFirst(t *testing.T) {
+	for _, f := range lintPath(t, "testdata/rules/trap.yaml").Findings {
+		if f.ID != IDPodSecurity {
+			continue
+		}
+		nri, label := strings.Index(f.Fix, "ulimits.noderesource.dev/container.trainer"), strings.Index(f.Fix, "pod-security.kubernetes.io/enforce: privileged")
+		require.True(t, nri >= 0 && label >= 0, f.Fix)
+		assert.Less(t, nri, label)
+		return
+	}
+	t.Fatal("no pod-security finding")
+}
+
 func TestBadInputs(t *testing.T) {
 	rep := Paths([]string{"testdata/bad/not-yaml.yaml", "testdata/rules/trap.yaml", "testdata/missing.yaml", "testdata/bad/scalar.txt", "testdata/bad/tabs.yaml"}, nil)
 	var msgs []string
