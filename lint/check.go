@@ -253,16 +253,30 @@ func (c *checker) report() Report {
 // a document that is a list (a bare JSON array) hands over each of its
 // mappings. A document whose aliases expand past its bound is refused.
 func parse(name string, data []byte, fn func(*yaml.Node)) error {
-	next := yamlDocuments(data)
+	// A document past MaxNodes ends the input where it starts: the YAML
+	// decoder reads only what comes before it.
+	var dense *docNodes
+	var next func(*yaml.Node) error
 	if s := jsonStream(data); s != nil {
 		next = s.next
+	} else if d, ok := overNodes(data); ok {
+		dense, next = &d, yamlDocuments(data[:d.off])
+	} else {
+		next = yamlDocuments(data)
 	}
 	docs, mappings, read := 0, 0, 0
 	for {
 		var doc yaml.Node
 		err := next(&doc)
+		if errors.Is(err, io.EOF) && dense != nil {
+			return tooDense(name, dense.line, docs)
+		}
 		if errors.Is(err, io.EOF) {
 			break
+		}
+		var de *denseError
+		if errors.As(err, &de) {
+			return tooDense(name, de.line, docs)
 		}
 		if read++; read > MaxDocuments {
 			return inputErrorf("%s: more than %d documents in one input: the first %d are checked, the rest is not read", name, MaxDocuments, MaxDocuments)
@@ -394,11 +408,27 @@ func (s *jsonValues) next(doc *yaml.Node) error {
 	s.spans = s.spans[1:]
 	s.line += bytes.Count(s.data[s.off:sp[0]], []byte("\n"))
 	s.off = sp[0]
+	if d, ok := overNodes(s.data[sp[0]:sp[1]]); ok {
+		return &denseError{line: s.line + d.line}
+	}
 	if err := decode(yaml.NewDecoder(bytes.NewReader(s.data[sp[0]:sp[1]])), doc); err != nil {
 		return &shiftedError{err: err, by: s.line}
 	}
 	shiftLines(doc, s.line)
 	return nil
+}
+
+// denseError is a JSON value of the stream past MaxNodes, at line.
+type denseError struct{ line int }
+
+func (e *denseError) Error() string {
+	return fmt.Sprintf("line %d: more than %d nodes", e.line, MaxNodes)
+}
+
+// tooDense is the refusal of the document at line, past MaxNodes, after
+// docs documents.
+func tooDense(name string, line, docs int) error {
+	return inputErrorf("%s: not read: the document at line %d has more than %d nodes (a List: `jq -c '.items[]'` makes each object a document)%s", name, line, MaxNodes, after(docs))
 }
 
 // shiftedError is a YAML error in a value that starts by lines into the
