@@ -127,6 +127,7 @@ func TestRules(t *testing.T) {
 		{"rules/nri-finite.yaml", []string{"memlock-limit@6"}, []string{"finite"}},
 		{"rules/nri-small.yaml", []string{"memlock-limit@6"}, []string{"no-ipc-lock"}},
 		{"rules/userns.yaml", []string{"user-namespace@8", "pod-security@14"}, []string{"userns"}},
+		{"rules/userns-finite.yaml", []string{"user-namespace@10"}, []string{"userns"}},
 		{"rules/no-shm.yaml", []string{"shm-default@7", "pod-security@12"}, []string{"root-ipc-lock"}},
 		{"rules/hostipc.yaml", []string{"pod-security@13"}, []string{"root-ipc-lock"}},
 		{"rules/privileged.yaml", []string{"pod-security@7"}, []string{"root-ipc-lock"}},
