@@ -56,26 +56,37 @@ type Report struct {
 	Errors []error
 }
 
-// count counts the findings of severity sev.
+// count counts the findings of severity sev that are not silenced.
 func (r Report) count(sev string) int {
 	n := 0
 	for _, f := range r.Findings {
-		if f.Severity == sev {
+		if f.Severity == sev && f.Silenced == nil {
 			n++
 		}
 	}
 	return n
 }
 
-// HasError reports whether a finding is an error.
+// Silenced counts the findings an annotation silences.
+func (r Report) Silenced() int {
+	n := 0
+	for _, f := range r.Findings {
+		if f.Silenced != nil {
+			n++
+		}
+	}
+	return n
+}
+
+// HasError reports whether a finding that is not silenced is an error.
 func (r Report) HasError() bool { return r.count(Error) > 0 }
 
 // ErrSeverity is matched (errors.Is) by FailsAt's error for a severity
 // that is not error, warning or info.
 var ErrSeverity = errors.New("not a severity")
 
-// FailsAt reports whether a finding is at least as severe as sev (error,
-// warning or info): lint --fail-on.
+// FailsAt reports whether a finding that is not silenced is at least as
+// severe as sev (error, warning or info): lint --fail-on.
 func (r Report) FailsAt(sev string) (bool, error) {
 	rank := map[string]int{Info: 0, Warning: 1, Error: 2}
 	min, ok := rank[sev]
@@ -83,7 +94,7 @@ func (r Report) FailsAt(sev string) (bool, error) {
 		return false, fmt.Errorf("%q is not error, warning or info: %w", sev, ErrSeverity)
 	}
 	for _, f := range r.Findings {
-		if rank[f.Severity] >= min {
+		if f.Silenced == nil && rank[f.Severity] >= min {
 			return true, nil
 		}
 	}
@@ -226,13 +237,21 @@ func (c *checker) add(o object) {
 
 // kube judges the pod templates of one Kubernetes object.
 func (c *checker) kube(name string, obj *yaml.Node, refs []podRef) object {
+	own := annotationSilences(path(obj, "metadata", "annotations"))
 	var cs []container
 	var pod []Finding
 	for _, p := range refs {
+		s := own.with(annotationSilences(get(p.meta, "annotations")))
 		k, f := kubeContainers(name, p)
+		for i := range k {
+			k[i].silence = s
+		}
+		s.apply(f)
 		cs, pod = append(cs, k...), append(pod, f...)
 	}
-	return judged(cs, append(pod, misplacedNRI(name, obj, refs)...))
+	misplaced := misplacedNRI(name, obj, refs)
+	own.apply(misplaced)
+	return judged(cs, append(pod, misplaced...))
 }
 
 // report judges the TrainJobs with the runtimes of every input and puts

@@ -45,6 +45,9 @@ type Finding struct {
 	Rule string `json:"rule,omitempty"`
 	// Assumed lists what the manifest could not tell.
 	Assumed []string `json:"assumed,omitempty"`
+	// Silenced, when set, is the annotation that silences the finding:
+	// it is not printed as text and does not count for --fail-on.
+	Silenced *Silence `json:"silenced,omitempty"`
 }
 
 // Container is one container checked, with its decision.

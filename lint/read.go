@@ -260,9 +260,11 @@ func visibleDevices(env map[string]string) bool {
 // composeContainers turns Compose services into containers (Docker's rules).
 func composeContainers(file string, doc *yaml.Node) []container {
 	var out []container
+	all := extensionSilences(get(doc, IgnoreExtension))
 	for _, kv := range pairs(get(doc, "services")) {
 		name, svc := kv[0].Value, kv[1]
-		c := container{platform: advice.Docker, file: file, object: "service/" + name, name: name, line: line(kv[0], 1), env: map[string]string{}}
+		c := container{platform: advice.Docker, file: file, object: "service/" + name, name: name, line: line(kv[0], 1), env: map[string]string{},
+			silence: all.with(extensionSilences(get(svc, IgnoreExtension)))}
 		if u := get(svc, "user"); u != nil {
 			c.userLine = line(u, c.line)
 			user := composeUser(str(u))

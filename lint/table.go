@@ -355,6 +355,7 @@ func (c container) findings() ([]Finding, Container) {
 		out = append(out, f)
 	}
 	out = append(out, c.extra...)
+	c.silence.apply(out)
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Line < out[j].Line })
 	return out, Container{File: c.file, Object: c.object, Name: c.name, Line: c.line, Platform: c.platform, GPU: c.gpu, Cred: s.cred, Verdict: s.verdict, Assumed: s.assumed}
 }
