@@ -330,3 +330,23 @@ func TestNodeEstimate(t *testing.T) {
 		}
 	}
 }
+
+// TestNodeCountBlockScalar: a block scalar ends where YAML's scanner ends
+// it, at the first line indented less than its own first line, so the
+// nodes after it are counted.
+func TestNodeCountBlockScalar(t *testing.T) {
+	for _, tc := range []struct {
+		data string
+		want int
+	}{
+		{"a: |\n      deep\n      deep: 1\n", 3},
+		{"a: |\n      deep\n    b: 1\n", 5},
+		{"- a: |\n    x\n  b: 1\n  c: 1\n", 8},
+		{"- |\n x\n- y\n", 3},
+		{"a: |+\n\n    x\n\n    - y\nb: 1\n", 5},
+	} {
+		got := 0
+		countNodes([]byte(tc.data), func(d docNodes) bool { got += d.nodes; return true })
+		assert.Equal(t, tc.want, got, "%q", tc.data)
+	}
+}
