@@ -139,7 +139,7 @@ func Text(f Fix, p Platform, w Who) string {
 	case UserNamespace:
 		return "set the limit where the container is started, or leave the user namespace (Kubernetes `hostUsers: true`; rootful Docker or Podman)"
 	case PrivilegedNamespace:
-		return "Pod Security Admission's baseline and restricted levels reject an added IPC_LOCK: run the pod in a namespace labelled `pod-security.kubernetes.io/enforce: privileged`, or add no capability and set the limit per pod or per node"
+		return "Pod Security Admission's baseline and restricted levels reject an added IPC_LOCK: add no capability and let the runtime set the pod's limit (the containerd/nri ulimit-adjuster annotation, admitted under `restricted`) or the node's; only where the pod must add the capability, run it in a namespace labelled `pod-security.kubernetes.io/enforce: privileged`"
 	case DriverUpgrade:
 		switch p {
 		case Kubernetes:

@@ -1,6 +1,7 @@
 package advice
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -60,4 +61,16 @@ func TestCRIOUlimits(t *testing.T) {
 	got, err := Expand("{advice:crio-ulimits}")
 	require.NoError(t, err)
 	assert.Contains(t, got, "default_ulimits")
+}
+
+// TestNRIBeforePrivilegedNamespace: where a text offers Pod Security's
+// escape (a namespace at the privileged level), the NRI annotation, which
+// needs no capability and is admitted under restricted, comes first.
+func TestNRIBeforePrivilegedNamespace(t *testing.T) {
+	for _, p := range Platforms {
+		txt := Text(PrivilegedNamespace, p, Who{})
+		nri, label := strings.Index(txt, "ulimit-adjuster"), strings.Index(txt, "enforce: privileged")
+		require.True(t, nri >= 0 && label >= 0, txt)
+		assert.Less(t, nri, label, p)
+	}
 }
