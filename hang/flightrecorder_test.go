@@ -111,4 +111,3 @@ func TestReadDumpBadInput(t *testing.T) {
 		})
 	}
 }
-

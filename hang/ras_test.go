@@ -20,9 +20,9 @@ import (
 // and "ERROR: Unknown command ..." before; STATUS streams the report in
 // chunks, then the server closes. silent never answers anything.
 type fakeRAS struct {
-	json, text string // the reports; json "" is a server before 2.28.7
-	silent     bool // answers nothing
-	stall      bool // answers the handshake, never STATUS
+	json, text string        // the reports; json "" is a server before 2.28.7
+	silent     bool          // answers nothing
+	stall      bool          // answers the handshake, never STATUS
 	got        chan []string // the commands of each connection
 }
 
