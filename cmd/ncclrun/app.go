@@ -69,7 +69,7 @@ func globalFlags() []cli.Flag {
 		&cli.BoolFlag{Name: flagNoPTY, Usage: "give CMD plain pipes even when ncclrun's output is a terminal", EnvVars: []string{envName(flagNoPTY)}},
 		&cli.BoolFlag{Name: flagNoTransportProbe, Usage: "keep NCCL at WARN on stdout: do not read its INIT/NET INFO lines from a private NCCL_DEBUG_FILE to learn the transport it chose", EnvVars: []string{envName(flagNoTransportProbe)}},
 		&cli.StringFlag{Name: flagNCCLIB, Usage: "`on|off`: off adds no NCCL_IB_* variable at all", Value: "on", EnvVars: []string{envName(flagNCCLIB)}},
-	}, failFastFlags()...)
+	}, append(failFastFlags(), hangFlags()...)...)
 }
 
 // flagWords are what normalize needs to know of the global flags: which

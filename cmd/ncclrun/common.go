@@ -38,7 +38,9 @@ type settings struct {
 	// transportEnv are its variables, set by planChild when it runs.
 	noTransportProbe bool
 	transportEnv     []launcher.EnvVar
-	ff               failFast // --on-degraded, --stop-grace, --misconfig-exit (failfast.go)
+	ff               failFast          // --on-degraded, --stop-grace, --misconfig-exit (failfast.go)
+	hang             hangSettings      // --hang-after, --on-hang (hang.go)
+	hangEnv          []launcher.EnvVar // hang capture's variables, set by planChild and env
 }
 
 var userRE = sync.OnceValue(func() *regexp.Regexp {
@@ -129,6 +131,9 @@ func parseSettings(c *cli.Context) (settings, error) {
 	if s.ff, err = parseFailFast(c); err != nil {
 		return s, err
 	}
+	if s.hang, err = parseHang(c); err != nil {
+		return s, err
+	}
 	if s.minMemlock, err = bytesFlag(c, flagMinMemlock); err != nil {
 		return s, err
 	}
@@ -181,6 +186,7 @@ func (s settings) envAdds(r preflight.Report) []launcher.EnvVar {
 	if s.noIB && s.ncclIB {
 		adds = append(adds, launcher.EnvVar{Name: "NCCL_IB_DISABLE", Value: "1", Reason: "--no-ib"})
 	}
+	adds = append(adds, s.hangEnv...)
 	if s.ncclIB {
 		for _, sg := range preflight.SuggestEnv(r) {
 			if s.noIB && strings.HasPrefix(sg.Name, "NCCL_IB_") {

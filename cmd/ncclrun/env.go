@@ -29,6 +29,9 @@ func cmdEnv(c *cli.Context, e *env) error {
 	if c.NArg() > 0 {
 		return usagef("env takes no arguments (got %q)", c.Args().First())
 	}
+	if !s.noWatch {
+		s.hangEnv = hangEnv(e.environ, envHangPlan())
+	}
 	report := preflight.Run(c.Context, preflightOptions(s, e.environ, raiseLimits(s)))
 	printTreeWarnings(e.stderr, report)
 	_, added := s.composeEnv(e.environ, report)
