@@ -11,6 +11,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/ncclrun/ncclrun/hang/hangtest"
 )
 
 func TestDescendants(t *testing.T) {
@@ -49,8 +51,8 @@ exit 1
 }
 
 func TestCapture(t *testing.T) {
-	f := &fakeRAS{json: rasJSONReport}
-	addr := f.serve(t)
+	f := &hangtest.RAS{JSON: rasJSONReport}
+	addr := f.Serve(t)
 	dir := t.TempDir()
 	ev := Capture(context.Background(), Options{Dir: dir, RASAddr: addr, PySpy: fakePySpy(t), PIDs: []int{1000, 1001}})
 	require.NotNil(t, ev.RAS)
@@ -74,8 +76,8 @@ func TestCapture(t *testing.T) {
 
 // The whole capture keeps to its budget when RAS does not answer.
 func TestCaptureBudget(t *testing.T) {
-	f := &fakeRAS{silent: true}
-	addr := f.serve(t)
+	f := &hangtest.RAS{Silent: true}
+	addr := f.Serve(t)
 	start := time.Now()
 	ev := Capture(context.Background(), Options{Dir: t.TempDir(), RASAddr: addr, Budget: 100 * time.Millisecond, StacksOff: "py-spy is not installed"})
 	assert.Less(t, time.Since(start), DefaultBudget)

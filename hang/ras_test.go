@@ -1,7 +1,6 @@
 package hang
 
 import (
-	"bufio"
 	"context"
 	"io"
 	"net"
@@ -11,84 +10,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/ncclrun/ncclrun/hang/hangtest"
 )
-
-// fakeRAS is NCCL's RAS client socket as src/ras/client_support.cc serves
-// it (rasClientEventLoop): commands are lines, case-insensitive, a
-// trailing '\r' dropped; "CLIENT PROTOCOL n" answers "SERVER PROTOCOL 2";
-// "SET FORMAT json|text" answers OK where the version serves it (2.28.7+)
-// and "ERROR: Unknown command ..." before; STATUS streams the report in
-// chunks, then the server closes. silent never answers anything.
-type fakeRAS struct {
-	json, text string        // the reports; json "" is a server before 2.28.7
-	silent     bool          // answers nothing
-	stall      bool          // answers the handshake, never STATUS
-	got        chan []string // the commands of each connection
-}
-
-func (f *fakeRAS) serve(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	t.Cleanup(func() { ln.Close() })
-	f.got = make(chan []string, 8)
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go f.conn(c)
-		}
-	}()
-	return ln.Addr().String()
-}
-
-func (f *fakeRAS) conn(c net.Conn) {
-	defer c.Close()
-	var cmds []string
-	defer func() { f.got <- cmds }()
-	r := bufio.NewReader(c)
-	format := "text"
-	for {
-		line, err := r.ReadString('\n')
-		if err != nil {
-			return
-		}
-		cmd := strings.TrimSuffix(strings.TrimSuffix(line, "\n"), "\r")
-		cmds = append(cmds, cmd)
-		if f.silent {
-			continue
-		}
-		lc := strings.ToLower(cmd)
-		switch {
-		case strings.HasPrefix(lc, "client protocol "):
-			io.WriteString(c, "SERVER PROTOCOL 2\n")
-		case strings.HasPrefix(lc, "set format ") && f.json != "":
-			switch v := lc[len("set format "):]; v {
-			case "json", "text":
-				format = v
-				io.WriteString(c, "OK\n")
-			default:
-				io.WriteString(c, "ERROR: Invalid format "+cmd[len("set format "):]+"\n")
-			}
-		case (lc == "status" || lc == "verbose status") && f.stall:
-		case lc == "status" || lc == "verbose status":
-			rep := f.text
-			if format == "json" {
-				rep = f.json
-			}
-			for len(rep) > 0 { // in chunks, as the RAS thread sends them
-				n := min(len(rep), 100)
-				io.WriteString(c, rep[:n])
-				rep = rep[n:]
-			}
-			return
-		default:
-			io.WriteString(c, "ERROR: Unknown command "+cmd+"\n")
-		}
-	}
-}
 
 // rasJSONReport is shaped as rasDumpCommsToJSON prints it: a communicator
 // of four ranks where rank 3 is missing (dead) and rank 1 launched one
@@ -170,10 +94,10 @@ func TestQueryRAS(t *testing.T) {
 		return c
 	}
 	t.Run("json", func(t *testing.T) {
-		f := &fakeRAS{json: rasJSONReport, text: rasTextReport}
-		addr := f.serve(t)
+		f := &hangtest.RAS{JSON: rasJSONReport, Text: rasTextReport}
+		addr := f.Serve(t)
 		st := QueryRAS(ctx(), addr)
-		assert.Equal(t, []string{"CLIENT PROTOCOL 2", "SET FORMAT json", "STATUS"}, <-f.got)
+		assert.Equal(t, []string{"CLIENT PROTOCOL 2", "SET FORMAT json", "STATUS"}, <-f.Got)
 		assert.Empty(t, st.Error)
 		assert.Equal(t, "json", st.Format)
 		assert.Equal(t, "2.28.7", st.NCCLVersion)
@@ -184,9 +108,9 @@ func TestQueryRAS(t *testing.T) {
 		assert.Equal(t, rasJSONReport, string(st.Raw))
 	})
 	t.Run("text before 2.28.7", func(t *testing.T) {
-		f := &fakeRAS{text: rasTextReport}
-		st := QueryRAS(ctx(), f.serve(t))
-		assert.Equal(t, []string{"CLIENT PROTOCOL 2", "SET FORMAT json", "STATUS"}, <-f.got)
+		f := &hangtest.RAS{Text: rasTextReport}
+		st := QueryRAS(ctx(), f.Serve(t))
+		assert.Equal(t, []string{"CLIENT PROTOCOL 2", "SET FORMAT json", "STATUS"}, <-f.Got)
 		assert.Empty(t, st.Error)
 		assert.Equal(t, "text", st.Format)
 		assert.Equal(t, "2.26.2", st.NCCLVersion)
@@ -210,8 +134,8 @@ func TestQueryRAS(t *testing.T) {
 		assert.Empty(t, st.Format)
 	})
 	t.Run("silent server: bounded by the deadline", func(t *testing.T) {
-		f := &fakeRAS{silent: true}
-		addr := f.serve(t)
+		f := &hangtest.RAS{Silent: true}
+		addr := f.Serve(t)
 		c, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 		defer cancel()
 		start := time.Now()
@@ -220,8 +144,8 @@ func TestQueryRAS(t *testing.T) {
 		assert.Contains(t, st.Error, "CLIENT PROTOCOL")
 	})
 	t.Run("slow STATUS: what came is kept, bounded by the deadline", func(t *testing.T) {
-		f := &fakeRAS{json: rasJSONReport, stall: true}
-		addr := f.serve(t)
+		f := &hangtest.RAS{JSON: rasJSONReport, Stall: true}
+		addr := f.Serve(t)
 		c, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 		defer cancel()
 		start := time.Now()
@@ -249,10 +173,10 @@ func TestQueryRAS(t *testing.T) {
 
 // A report longer than MaxRASStatus is cut there, not read whole.
 func TestQueryRASBounded(t *testing.T) {
-	f := &fakeRAS{text: "NCCL version 2.25.1\n" + strings.Repeat("x", MaxRASStatus+4096)}
+	f := &hangtest.RAS{Text: "NCCL version 2.25.1\n" + strings.Repeat("x", MaxRASStatus+4096)}
 	c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	st := QueryRAS(c, f.serve(t))
+	st := QueryRAS(c, f.Serve(t))
 	assert.True(t, st.Truncated)
 	assert.Len(t, st.Raw, MaxRASStatus)
 }

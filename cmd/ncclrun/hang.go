@@ -125,8 +125,9 @@ func hangEnv(base []string, p hangPlan) []launcher.EnvVar {
 		return false
 	}
 	var adds []launcher.EnvVar
-	pair := func(names []string, value, reason string) {
-		if set(names...) {
+	// pair adds every name of names unless one of them or of also is set.
+	pair := func(names []string, value, reason string, also ...string) {
+		if set(names...) || set(also...) {
 			return
 		}
 		for _, n := range names {
@@ -141,7 +142,8 @@ func hangEnv(base []string, p hangPlan) []launcher.EnvVar {
 	if p.frPrefix != "" {
 		pair([]string{"TORCH_FR_DUMP_TEMP_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE"}, p.frPrefix, "the flight-recorder dumps go to ncclrun's evidence directory, where the report reads them (not under HOME)")
 	}
-	pair([]string{"TORCH_NCCL_ASYNC_ERROR_HANDLING", "NCCL_ASYNC_ERROR_HANDLING"}, "3", "a timed-out rank is torn down without aborting NCCL first, so its flight-recorder dump is written (torchrun would set 1)")
+	pair([]string{"TORCH_NCCL_ASYNC_ERROR_HANDLING"}, "3", "a timed-out rank is torn down without aborting NCCL first, so its flight-recorder dump is written (torchrun would set 1)",
+		"NCCL_ASYNC_ERROR_HANDLING") // its name before torch 2.2
 	pair([]string{"PYTHONFAULTHANDLER"}, "1", "a Python process that dies of SIGABRT (the watchdog's teardown) prints every thread's stack to its stderr")
 	return adds
 }
