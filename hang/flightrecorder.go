@@ -125,21 +125,23 @@ func unpickle(b []byte) (v any, err error) {
 	return u.Load()
 }
 
-// findClass resolves the globals torch::jit::Pickler writes for typed
-// lists (torch.jit._pickle.build_intlist and the like) to the list
-// itself; any other global stays an inert generic object.
+// findClass resolves the globals torch::jit::Pickler writes around
+// containers (torch.jit._pickle.build_intlist and the like for typed
+// lists, restore_type_tag(container, type) for tagged ones) to the
+// container itself; any other global stays an inert generic object: no
+// code is named, none runs.
 func findClass(module, name string) (any, error) {
-	if module == "torch.jit._pickle" && strings.HasPrefix(name, "build_") {
-		return identity{}, nil
+	if module == "torch.jit._pickle" && (strings.HasPrefix(name, "build_") || name == "restore_type_tag") {
+		return firstArg{}, nil
 	}
 	return types.NewGenericClass(module, name), nil
 }
 
-type identity struct{}
+type firstArg struct{}
 
-func (identity) Call(args ...any) (any, error) {
-	if len(args) != 1 {
-		return nil, fmt.Errorf("build_*: %d arguments", len(args))
+func (firstArg) Call(args ...any) (any, error) {
+	if len(args) == 0 {
+		return nil, errors.New("torch.jit._pickle: no argument")
 	}
 	return args[0], nil
 }

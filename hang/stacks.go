@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+	"time"
 )
 
 // Python stacks: PYTHONFAULTHANDLER=1 (set by the caller in the job's
@@ -53,6 +54,7 @@ func pySpyOne(ctx context.Context, path, dir string, pid int) Stack {
 	cmd := exec.CommandContext(ctx, path, "dump", "--nonblocking", "--pid", strconv.Itoa(pid))
 	var b bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &limited{w: &b, n: maxStack}, &limited{w: &b, n: maxStack}
+	cmd.WaitDelay = 100 * time.Millisecond // a killed py-spy's pipes are not waited for
 	err := cmd.Run()
 	if err != nil {
 		msg := bytes.TrimSpace(b.Bytes())

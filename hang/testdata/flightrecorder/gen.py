@@ -12,10 +12,14 @@ modelled as follows (the "version" string is the format's, not torch's):
   torch 2.4  format "2.4"   collective_seq_id / p2p_seq_id, input/output dtypes, pg_status
   torch 2.5  format "2.5"   + is_p2p, timeout_ms
   torch 2.6  format "2.5"
-  torch 2.7  format "2.7"   + duration_ms; typed int lists as torch.jit._pickle.build_intlist
+  torch 2.7  format "2.7"   + duration_ms
   torch 2.8  format "2.7"
   torch 2.9  format "2.7"
   torch 2.10 format "2.10"  + last_started_collective, thread_id/thread_name, comm_lib_version
+
+From 2.7 on, typed int lists are written as torch.jit._pickle.build_intlist
+calls; in 2.9 and 2.10 every entry is also wrapped in restore_type_tag, as
+the jit pickler does with type tags on.
 
 Every dump is rank 1 of a two-rank job whose PG 0 completed all_reduce 1..5,
 then got stuck in all_reduce 6 (1024 floats) with a broadcast 7 queued after it.
@@ -52,6 +56,21 @@ sys.modules["torch.jit._pickle"] = jit
 class IntList(list):
     def __reduce__(self):
         return (build_intlist, (list(self),))
+
+
+def restore_type_tag(value, type_str):
+    return value
+
+
+restore_type_tag.__module__ = "torch.jit._pickle"
+jit.restore_type_tag = restore_type_tag
+
+
+class TaggedDict(dict):
+    """A dict as torch::jit::Pickler writes one with its type tag."""
+
+    def __reduce__(self):
+        return (restore_type_tag, (dict(self), "Dict[str, Any]"))
 
 
 FORMATS = {
@@ -99,6 +118,8 @@ def entry(torch, rid, seq, op, state, numel, p2p=False, p2p_seq=0):
     if newer(torch, "2.10"):
         e["thread_id"] = 140000000000001
         e["thread_name"] = "pt_main_thread"
+    if newer(torch, "2.9"):
+        return TaggedDict(e)
     return e
 
 
