@@ -8,6 +8,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/ncclrun/ncclrun/internal/printable"
+	"github.com/ncclrun/ncclrun/launcher"
 	"github.com/ncclrun/ncclrun/preflight"
 )
 
@@ -31,7 +32,11 @@ func cmdEnv(c *cli.Context, e *env) error {
 	}
 	report := preflight.Run(c.Context, preflightOptions(s, e.environ, raiseLimits(s)))
 	printTreeWarnings(e.stderr, report)
-	_, added := s.composeEnv(e.environ, report, nil)
+	var hang []launcher.EnvVar
+	if !s.noWatch { // --no-watch execs CMD in place: no hang capture
+		hang = hangEnv(e.environ, envHangPlan())
+	}
+	_, added := s.composeEnv(e.environ, report, nil, hang...)
 	if format == "json" {
 		return writeJSON(e.stdout, envMap(added))
 	}

@@ -36,6 +36,8 @@ type runReport struct {
 	TapLost int64    `json:"tap_lost_lines,omitempty"`
 	Command []string `json:"command"`
 	Version string   `json:"ncclrun_version"`
+	// Hang is the evidence of a suspected hang (hang.go); absent without one.
+	Hang *hangReport `json:"hang,omitempty"`
 }
 
 // raiseLimits is the limits stage of run, doctor and env: it raises
@@ -113,7 +115,7 @@ func cmdRun(c *cli.Context, e *env) (err error) {
 		err := launcher.Exec(p.cfg) // returns only on failure
 		return &startError{cmd: j.path, err: err}
 	}
-	w := newWatch(e, rep, j.s)
+	w := newWatch(e, rep, j.s, p.hang)
 	res, err := supervise(e, j, p, w, term)
 	if err != nil {
 		return err
@@ -217,6 +219,7 @@ type childPlan struct {
 	debugFile, report, termLog string
 	cleanup                    func()
 	probe                      *nccllog.Probe // nil: off (probe.go)
+	hang                       *hangRun       // nil: off (--no-watch)
 }
 
 // planChild is run's plan stage: CMD's environment (NCCL variables,
@@ -239,9 +242,17 @@ func planChild(e *env, j runJob, rep preflight.Report) childPlan {
 	if probe != nil {
 		transport = probe.Env()
 	}
+	var hp hangPlan
+	if !j.s.noWatch {
+		hp = newHangPlan(j.user)
+		extra = append(extra, hangEnv(e.environ, hp)...)
+	}
 	childEnv, added := j.s.composeEnv(e.environ, rep, transport, extra...)
 	args, childEnv, added := j.command().ForwardEnv(childEnv, added) // -x or Open MPI's env list
 	p.added = added
+	if !j.s.noWatch {
+		p.hang = newHangRun(e, j.s.hang, hp, childEnv, rep.NCCLConf)
+	}
 	if v, _ := environ.Lookup(childEnv, "NCCL_DEBUG_FILE"); v != "" {
 		p.debugFile = nccllog.PinDir(v)
 	}
@@ -270,12 +281,18 @@ type watch struct {
 	*diagnosis.Watch
 	started time.Time // just before CMD started, less the file times' granularity
 	ff      *failRun  // --on-degraded (failfast.go); nil: the default policy
+	hang    *hangRun  // hang capture (hang.go); nil: off
 	cmd     string    // CMD as given, for the line that says it is stopped
 }
 
-func newWatch(e *env, rep preflight.Report, s settings) *watch {
-	w := &watch{ff: newFailRun(s.ff)}
-	w.Watch = diagnosis.NewWatch(facts(rep, s.minMemlockOrDefault()), e.stderr, func(d diagnosis.Diagnosis) string { return w.ff.found(d, w.cmd) })
+func newWatch(e *env, rep preflight.Report, s settings, h *hangRun) *watch {
+	w := &watch{ff: newFailRun(s.ff), hang: h}
+	w.Watch = diagnosis.NewWatch(facts(rep, s.minMemlockOrDefault()), e.stderr, func(d diagnosis.Diagnosis) string {
+		if w.hang != nil {
+			w.hang.found(d)
+		}
+		return w.ff.found(d, w.cmd)
+	})
 	return w
 }
 
@@ -299,6 +316,12 @@ func supervise(e *env, j runJob, p childPlan, w *watch, term <-chan os.Signal) (
 	cfg := p.cfg
 	cfg.Tap = w
 	cfg.Stop = w.ff.stopChan()
+	if p.hang != nil {
+		if p.hang.s.after > 0 {
+			cfg.Tap = hangTap{Tap: w, h: p.hang}
+		}
+		cfg.Stop = anyStop(cfg.Stop, p.hang.stopChan())
+	}
 	w.cmd = j.path
 	cfg.OnOutputError = func(st launcher.Stream, err error) {
 		name := "stdout"
@@ -313,6 +336,9 @@ func supervise(e *env, j runJob, p childPlan, w *watch, term <-chan os.Signal) (
 	w.started = time.Now().Add(-time.Second) // file times have coarse granularity
 	if p.probe != nil {
 		p.probe.Start(w.sourceLines)
+	}
+	if p.hang != nil {
+		p.hang.start(j.path)
 	}
 	res, err := launcher.Run(cfg)
 	if err != nil {
@@ -346,6 +372,7 @@ type outcome struct {
 	// (failfast.go) changed it and note says why.
 	code int
 	note string
+	hang *hangReport // the report's hang object (hang.go)
 }
 
 // collect is run's collect stage: with NCCL_DEBUG_FILE, NCCL's lines went
@@ -363,12 +390,21 @@ func collect(e *env, j runJob, p childPlan, w *watch, res launcher.Result, term 
 		<-term // signals during the run were the launcher's to forward
 	}
 	w.ff.end() // CMD has exited: nothing more to stop
+	if p.hang != nil {
+		p.hang.end() // a capture under way ends first
+	}
 	var reads nccllog.ExitReads
 	if p.debugFile != "" || p.torchFile != "" {
 		reads = exitFiles(p, j, w.started).Read(func(r io.Reader) { _ = nccllog.Split(r, w.sourceLines) }, term)
 	}
 	out.ds, out.first, out.printed = w.Result()
 	out.code, out.note = w.ff.verdict(res, out.ds)
+	if p.hang != nil {
+		if code, note, ok := p.hang.verdict(res); ok && out.note == "" {
+			out.code, out.note = code, note
+		}
+		out.hang = p.hang.report()
+	}
 	if res.Signal != 0 {
 		out.sigName = unix.SignalName(res.Signal)
 		if out.sigName == "" {
@@ -417,6 +453,7 @@ func reportOutcome(e *env, j runJob, rep preflight.Report, p childPlan, out outc
 			ExitCode: res.ExitCode, TorchrunError: out.te,
 			TapShed: res.TapShed, TapLost: res.TapLost,
 			Command: append([]string{j.path}, p.cfg.Args...), Version: version,
+			Hang: out.hang,
 		}
 		if out.sigName != "" {
 			rr.Signal = &out.sigName
