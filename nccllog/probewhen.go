@@ -3,10 +3,9 @@ package nccllog
 import (
 	"io"
 	"os"
-	"path/filepath"
 
+	"github.com/ncclrun/ncclrun/internal/cmdkind"
 	"github.com/ncclrun/ncclrun/internal/environ"
-	"github.com/ncclrun/ncclrun/launcher"
 	"github.com/ncclrun/ncclrun/preflight"
 )
 
@@ -21,7 +20,7 @@ import (
 // (a NCCL_DEBUG* variable set there is the user's), stdout is where run
 // writes CMD's stdout, rep is preflight's report. The caller's own reasons
 // (a flag that turns it off) come first and are the caller's.
-func ProbeOff(env []string, conf map[string]string, cmd launcher.Command, stdout io.Writer, rep preflight.Report) string {
+func ProbeOff(env []string, conf map[string]string, cmd cmdkind.Command, stdout io.Writer, rep preflight.Report) string {
 	for _, name := range []string{"NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE"} {
 		if _, set := environ.Lookup(env, name); set {
 			return name + " is set"
@@ -37,10 +36,10 @@ func ProbeOff(env []string, conf map[string]string, cmd launcher.Command, stdout
 	if _, set := conf["NCCL_DEBUG"]; set {
 		return "NCCL_DEBUG is set in NCCL's config file"
 	}
-	if cmd.Remote() {
+	if name := cmd.Remote(); name != "" {
 		// They inherit NCCL_* but not the private directory: there NCCL's
 		// fopen fails and it prints INFO to stdout after all.
-		return filepath.Base(cmd.Path) + " starts ranks on other hosts"
+		return name + " starts ranks on other hosts"
 	}
 	if f, ok := stdout.(*os.File); !ok || isTTY(f) {
 		return "stdout is a terminal or not a file"
@@ -62,9 +61,9 @@ func isTTY(f *os.File) bool {
 
 // Env is the variables that send NCCL's INIT and NET INFO lines to the
 // probe's directory, each with the reason a user is shown.
-func (p *Probe) Env() []launcher.EnvVar {
+func (p *Probe) Env() []environ.Var {
 	why := "ncclrun's transport probe: NCCL's INIT/NET INFO lines go to a private file ncclrun reads, its WARN lines still reach stdout (--no-transport-probe turns it off)"
-	return []launcher.EnvVar{
+	return []environ.Var{
 		{Name: "NCCL_DEBUG", Value: "INFO", Reason: why},
 		{Name: "NCCL_DEBUG_SUBSYS", Value: "INIT,NET", Reason: why},
 		{Name: "NCCL_DEBUG_FILE", Value: p.DebugFile(), Reason: why},

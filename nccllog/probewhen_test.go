@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ncclrun/ncclrun/launcher"
+	"github.com/ncclrun/ncclrun/internal/cmdkind"
 	"github.com/ncclrun/ncclrun/preflight"
 )
 
@@ -46,7 +46,7 @@ func TestProbeOff(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			why := ProbeOff(tt.env, tt.conf, launcher.Command{Path: tt.path}, tt.out, tt.rep)
+			why := ProbeOff(tt.env, tt.conf, cmdkind.Command{Path: tt.path}, tt.out, tt.rep)
 			if tt.wants == "" {
 				assert.Empty(t, why)
 			} else {
@@ -54,6 +54,10 @@ func TestProbeOff(t *testing.T) {
 			}
 		})
 	}
+	// A launch script's mpirun starts remote ranks as mpirun itself does:
+	// the env forwarding would hand them the private NCCL_DEBUG_FILE.
+	script := cmdkind.Command{Path: "bash", Args: []string{"-c", "mpirun --host a,b -np 2 python train.py"}}
+	assert.Equal(t, "mpirun starts ranks on other hosts", ProbeOff(nil, nil, script, w, on))
 }
 
 // TestProbeEnv: the probe sends NCCL's INIT and NET INFO lines to a file

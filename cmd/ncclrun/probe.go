@@ -4,6 +4,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/ncclrun/ncclrun/internal/cmdkind"
 	"github.com/ncclrun/ncclrun/launcher"
 	"github.com/ncclrun/ncclrun/nccllog"
 	"github.com/ncclrun/ncclrun/preflight"
@@ -13,9 +14,9 @@ import (
 // flags turn it off first, then the probe's directory and variables join
 // the child's plan.
 
-// probeOff says why the probe is off for this run, "" when it may run.
+// probeOff says why the probe is off for a run of cmd, "" when it may run.
 // userEnv is the user's environment, conf what NCCL's config files set.
-func probeOff(s settings, userEnv []string, conf map[string]string, rep preflight.Report, path string, stdout io.Writer) string {
+func probeOff(s settings, userEnv []string, conf map[string]string, rep preflight.Report, cmd cmdkind.Command, stdout io.Writer) string {
 	switch {
 	case s.noTransportProbe:
 		return "--no-transport-probe"
@@ -24,7 +25,7 @@ func probeOff(s settings, userEnv []string, conf map[string]string, rep prefligh
 	case !strings.EqualFold(s.ncclDebug, "WARN"):
 		return "--nccl-debug is not WARN"
 	}
-	return nccllog.ProbeOff(userEnv, conf, launcher.Command{Path: path}, stdout, rep)
+	return nccllog.ProbeOff(userEnv, conf, cmd, stdout, rep)
 }
 
 // planProbe starts planning the probe for run's child: nil when it is off
@@ -32,7 +33,7 @@ func probeOff(s settings, userEnv []string, conf map[string]string, rep prefligh
 // holds its variables for composeEnv. The directory is owned by CMD's uid
 // when run drops to another user.
 func planProbe(e *env, j *runJob, rep preflight.Report) *nccllog.Probe {
-	if probeOff(j.s, e.environ, rep.NCCLConf, rep, j.path, e.stdout) != "" {
+	if probeOff(j.s, e.environ, rep.NCCLConf, rep, j.command(e.environ), e.stdout) != "" {
 		return nil
 	}
 	uid, gid := -1, -1

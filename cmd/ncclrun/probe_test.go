@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ncclrun/ncclrun/internal/cmdkind"
 	"github.com/ncclrun/ncclrun/preflight"
 )
 
@@ -38,7 +39,7 @@ func TestProbeOff(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			why := probeOff(tt.s, tt.env, nil, on, "python3", w)
+			why := probeOff(tt.s, tt.env, nil, on, cmdkind.Command{Path: "python3"}, w)
 			if tt.wants == "" {
 				assert.Empty(t, why)
 			} else {
@@ -96,4 +97,21 @@ func TestRunTransportProbe(t *testing.T) {
 	assert.Equal(t, "env NCCL_DEBUG=WARN NCCL_DEBUG_SUBSYS=", lines[0])
 	assert.Equal(t, "step 1", lines[1])
 	assert.NotContains(t, r.stderr, "degraded-transport", "at WARN NCCL's INFO lines are not there to read")
+}
+
+// TestRunLaunchScriptRemote: a shell script that starts Open MPI's mpirun
+// on other hosts is a launcher of remote ranks for the probe as it is for
+// the env forwarding: the probe stays off, so the list Open MPI forwards
+// to the remote ranks names NCCL_DEBUG (WARN), never the probe's private
+// NCCL_DEBUG_FILE or NCCL_DEBUG=INFO.
+func TestRunLaunchScriptRemote(t *testing.T) {
+	root, err := filepath.Abs("../../preflight/testdata/ib-node")
+	require.NoError(t, err)
+	fakePath := fakeCommands(t, map[string]string{
+		"mpirun":    `echo "list=$OMPI_MCA_mca_base_env_list NCCL_DEBUG=$NCCL_DEBUG file=$NCCL_DEBUG_FILE"`,
+		"ompi_info": "",
+	})
+	r := invocation{args: []string{"--root", root, "run", "sh", "-c", "mpirun --host a,b -np 2 python3 train.py"}, env: []string{fakePath}}.run(t)
+	require.Equal(t, 0, r.code, "stderr: %q", r.stderr)
+	assert.Equal(t, "list=NCCL_DEBUG NCCL_DEBUG=WARN file=\n", r.stdout)
 }
