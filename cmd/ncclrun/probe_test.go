@@ -1,14 +1,20 @@
 package main
 
 import (
+	"bytes"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"github.com/ncclrun/ncclrun/internal/cmdkind"
 	"github.com/ncclrun/ncclrun/preflight"
@@ -114,4 +120,66 @@ func TestRunLaunchScriptRemote(t *testing.T) {
 	r := invocation{args: []string{"--root", root, "run", "sh", "-c", "mpirun --host a,b -np 2 python3 train.py"}, env: []string{fakePath}}.run(t)
 	require.Equal(t, 0, r.code, "stderr: %q", r.stderr)
 	assert.Equal(t, "list=NCCL_DEBUG NCCL_DEBUG=WARN file=\n", r.stdout)
+}
+
+// TestRunProbeWarnDuringProgressBar: CMD prints a progress bar's \r line
+// and then blocks (a hang); the WARN NCCL writes meanwhile to the probe's
+// file reaches ncclrun's stdout while CMD still runs, on a line of its
+// own, and CMD's bytes are all there, in order.
+func TestRunProbeWarnDuringProgressBar(t *testing.T) {
+	root, err := filepath.Abs("../../preflight/testdata/ib-node")
+	require.NoError(t, err)
+	fifo := filepath.Join(t.TempDir(), "ck-release")
+	require.NoError(t, unix.Mkfifo(fifo, 0o600))
+	host, _ := os.Hostname()
+	host, _, _ = strings.Cut(host, ".")
+	warn := " [0] misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to 10.0.0.2<5000> failed : Connection refused"
+	fakePath := fakeCommands(t, map[string]string{"progress": `
+h=$(hostname | cut -d. -f1)
+f=$(printf '%s' "$NCCL_DEBUG_FILE" | sed "s/%h/$h/; s/%p/$$/")
+printf 'epoch 1: 10%%\r'
+printf '\n%s\n' "$h:$$:$$` + warn + `" >> "$f"
+read x < "$CK_FIFO"
+echo done
+`})
+	cmd := exec.Command(bin, "--root", root, "run", "progress")
+	cmd.Env = append(baseEnv(t), fakePath, "CK_FIFO="+fifo)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	require.NoError(t, cmd.Start())
+	release := sync.OnceFunc(func() {
+		if f, err := os.OpenFile(fifo, os.O_RDWR, 0); err == nil { // O_RDWR: never blocks on a FIFO
+			_, _ = f.WriteString("go\n")
+			f.Close()
+		}
+	})
+	t.Cleanup(func() { release(); _ = cmd.Wait() })
+
+	var got []byte
+	arrived := make(chan struct{})
+	go func() {
+		defer close(arrived)
+		buf := make([]byte, 4096)
+		for !bytes.Contains(got, []byte(warn+"\n")) {
+			n, err := stdout.Read(buf)
+			got = append(got, buf[:n]...)
+			if err != nil {
+				return
+			}
+		}
+	}()
+	select {
+	case <-arrived:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("the WARN did not reach stdout while CMD blocked (stdout so far %q, stderr %q)", got, stderr.String())
+	}
+	release()
+	rest, err := io.ReadAll(stdout)
+	require.NoError(t, err)
+	require.NoError(t, cmd.Wait())
+	assert.Equal(t, "epoch 1: 10%\r\n"+host+":", string(got[:len("epoch 1: 10%\r\n")+len(host)+1]))
+	assert.True(t, strings.HasSuffix(string(got), warn+"\n"), "%q", got)
+	assert.Equal(t, "done\n", string(rest))
 }
