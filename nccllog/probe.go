@@ -25,6 +25,8 @@ const (
 	maxProbeBytes = 64 << 20
 	// probeFilePrefix starts the name of every file NCCL writes there.
 	probeFilePrefix = "nccl."
+	// probeDirPrefix starts the name of the probe's directory.
+	probeDirPrefix = "ncclrun-nccl-"
 )
 
 // Probe follows the files NCCL writes into a private directory while CMD
@@ -57,7 +59,7 @@ type probeFile struct {
 // NewProbe makes the private directory, owned by uid and gid when they
 // are another user's (-1: ncclrun's), and a gate over stdout.
 func NewProbe(stdout io.Writer, uid, gid int) (*Probe, error) {
-	dir, err := os.MkdirTemp("", "ncclrun-nccl-")
+	dir, err := os.MkdirTemp("", probeDirPrefix)
 	if err != nil {
 		return nil, err
 	}

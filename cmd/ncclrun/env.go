@@ -11,8 +11,9 @@ import (
 	"github.com/ncclrun/ncclrun/preflight"
 )
 
-// cmdEnv prints the variables run would add to CMD's environment, never
-// those already set (by the user or NCCL's configuration files).
+// cmdEnv prints the variables run would add to CMD's environment on this
+// node, the transport probe's included (envProbe), never those already set
+// (by the user or NCCL's configuration files).
 //
 // --format shell (default): `export NAME='value'  # reason`, sorted by name.
 // --format json: {"NAME": {"value": "...", "reason": "..."}}, the same shape
@@ -31,6 +32,7 @@ func cmdEnv(c *cli.Context, e *env) error {
 	}
 	report := preflight.Run(c.Context, preflightOptions(s, e.environ, raiseLimits(s)))
 	printTreeWarnings(e.stderr, report)
+	envProbe(&s, e.environ, report)
 	_, added := s.composeEnv(e.environ, report)
 	if format == "json" {
 		return writeJSON(e.stdout, envMap(added))

@@ -45,7 +45,7 @@ func TestProbeOff(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			why := probeOff(tt.s, tt.env, nil, on, cmdkind.Command{Path: "python3"}, w)
+			why := probeOff(tt.s, tt.env, nil, on, cmdkind.Command{Path: "python3"}, true)
 			if tt.wants == "" {
 				assert.Empty(t, why)
 			} else {
