@@ -183,3 +183,18 @@ echo done
 	assert.True(t, strings.HasSuffix(string(got), warn+"\n"), "%q", got)
 	assert.Equal(t, "done\n", string(rest))
 }
+
+// TestRunProbeFakeNCCL: the fake NCCL writes the probe's private file as
+// NCCL does, so under the probe its INFO lines reach the matcher (sockets
+// beside usable ports: degraded-transport) and not stdout, where the
+// banner NCCL prints at WARN is given back.
+func TestRunProbeFakeNCCL(t *testing.T) {
+	root, err := filepath.Abs("../../preflight/testdata/ib-node")
+	require.NoError(t, err)
+	r := invocation{args: []string{"--root", root, "run", "--", bin, "fake-nccl", "--net", "socket", "--pin", "0"}}.run(t)
+	require.Equal(t, 0, r.code, "stderr: %q", r.stderr)
+	assert.NotContains(t, r.stdout, "NCCL INFO")
+	assert.Contains(t, r.stdout, "NCCL version 2.21.5+cuda12.4\n")
+	assert.Contains(t, r.stdout, "fake-nccl: all-reduce OK on 1 ranks")
+	assert.Contains(t, r.stderr, "degraded-transport")
+}
