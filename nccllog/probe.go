@@ -42,6 +42,7 @@ type Probe struct {
 	owner int // uid the files must belong to
 	gate  *Gate
 	files map[string]*probeFile
+	buf   []byte // one read buffer for every file
 	stop  chan struct{}
 	done  chan struct{}
 	feed  Lines
@@ -164,7 +165,10 @@ func (p *Probe) readFile(path string, pf *probeFile) {
 		pf.f = f
 	}
 	f := pf.f
-	buf := make([]byte, 64<<10)
+	if p.buf == nil {
+		p.buf = make([]byte, 64<<10)
+	}
+	buf := p.buf
 	for pf.off < maxProbeBytes {
 		n, err := f.ReadAt(buf[:min(int64(len(buf)), maxProbeBytes-pf.off)], pf.off)
 		if n > 0 {
@@ -199,6 +203,8 @@ func (p *Probe) readFile(path string, pf *probeFile) {
 	}
 	if pf.off >= maxProbeBytes {
 		pf.full = true
+		pf.f.Close()
+		pf.f = nil
 	}
 }
 
