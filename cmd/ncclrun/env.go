@@ -12,8 +12,9 @@ import (
 	"github.com/ncclrun/ncclrun/preflight"
 )
 
-// cmdEnv prints the variables run would add to CMD's environment, never
-// those already set (by the user or NCCL's configuration files).
+// cmdEnv prints the variables run would add to CMD's environment on this
+// node, the transport probe's included (envProbe), never those already set
+// (by the user or NCCL's configuration files).
 //
 // --format shell (default): `export NAME='value'  # reason`, sorted by name.
 // --format json: {"NAME": {"value": "...", "reason": "..."}}, the same shape
@@ -36,7 +37,7 @@ func cmdEnv(c *cli.Context, e *env) error {
 	if !s.noWatch { // --no-watch execs CMD in place: no hang capture
 		hang = hangEnv(e.environ, envHangPlan())
 	}
-	_, added := s.composeEnv(e.environ, report, nil, hang...)
+	_, added := s.composeEnv(e.environ, report, envProbe(s, e.environ, report), hang...)
 	if format == "json" {
 		return writeJSON(e.stdout, envMap(added))
 	}

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ncclrun/ncclrun/diagnosis"
+	"github.com/ncclrun/ncclrun/internal/cmdkind"
 	"github.com/ncclrun/ncclrun/internal/environ"
 	"github.com/ncclrun/ncclrun/internal/safefile"
 	"github.com/ncclrun/ncclrun/launcher"
@@ -136,8 +137,11 @@ type runJob struct {
 	user *launcher.User
 }
 
-// command is CMD as launcher.Command, which knows what kind of launcher it is.
-func (j runJob) command() launcher.Command { return launcher.Command{Path: j.path, Args: j.args} }
+// command is CMD as cmdkind.Command, which knows what kind of command it
+// is, with env the environment CMD gets.
+func (j runJob) command(env []string) cmdkind.Command {
+	return cmdkind.Command{Path: j.path, Args: j.args, Env: env}
+}
 
 // runSettings is run's settings stage: flags checked, a command given, and
 // --user resolved once, so that a user that does not exist is a mistake in
@@ -232,7 +236,7 @@ func planChild(e *env, j runJob, rep preflight.Report) childPlan {
 	var extra []launcher.EnvVar
 	if !j.s.noWatch {
 		var ask *launcher.EnvVar
-		p.torchFile, ask, p.cleanup = nccllog.TorchFile(e.environ, j.command(), j.s.user != "")
+		p.torchFile, ask, p.cleanup = nccllog.TorchFile(e.environ, j.command(e.environ), j.s.user != "")
 		if ask != nil {
 			extra = append(extra, *ask)
 		}
@@ -242,13 +246,16 @@ func planChild(e *env, j runJob, rep preflight.Report) childPlan {
 	if probe != nil {
 		transport = probe.Env()
 	}
+	// Hang capture's variables name this node's evidence directory and
+	// RAS port: a CMD that starts ranks on other hosts gets none of them
+	// (ncclrun in front of each rank there captures its own).
 	var hp hangPlan
-	if !j.s.noWatch {
+	if !j.s.noWatch && j.command(e.environ).Remote() == "" {
 		hp = newHangPlan(j.user)
 		extra = append(extra, hangEnv(e.environ, hp)...)
 	}
 	childEnv, added := j.s.composeEnv(e.environ, rep, transport, extra...)
-	args, childEnv, added := j.command().ForwardEnv(childEnv, added) // -x or Open MPI's env list
+	args, childEnv, added := j.command(childEnv).ForwardEnv(added) // -x or Open MPI's env list
 	p.added = added
 	if !j.s.noWatch {
 		p.hang = newHangRun(e, j.s.hang, hp, childEnv, rep.NCCLConf)
@@ -267,7 +274,7 @@ func planChild(e *env, j runJob, rep preflight.Report) childPlan {
 		KillAfter:      j.s.killAfter,
 		NoPTY:          j.s.noPTY,
 	}
-	j.s.ff.configure(&p.cfg, j.path, j.args, e.stderr)
+	j.s.ff.configure(&p.cfg, j.command(childEnv), e.stderr)
 	if probe != nil {
 		attachProbe(&p, probe, added)
 	}
