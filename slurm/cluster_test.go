@@ -95,6 +95,9 @@ type config struct {
 	// killWait is slurm.conf's KillWait (seconds from SIGTERM to SIGKILL
 	// when a job is cancelled or reaches its limit).
 	killWait int
+	// propagateExcept is slurm.conf's PropagateResourceLimitsExcept ("":
+	// not set, every limit propagates).
+	propagateExcept string
 }
 
 // cluster is a running Slurm cluster of two nodes.
@@ -165,7 +168,11 @@ func newCluster(t *testing.T, cfg config) *cluster {
 
 func (c *cluster) slurmConf(cfg config) string {
 	d := c.dir
-	return fmt.Sprintf(`ClusterName=sl
+	extra := ""
+	if cfg.propagateExcept != "" {
+		extra = "PropagateResourceLimitsExcept=" + cfg.propagateExcept + "\n"
+	}
+	return extra + fmt.Sprintf(`ClusterName=sl
 SlurmctldHost=node0(%s)
 SlurmctldPort=%d
 SlurmdPort=%d

@@ -188,6 +188,22 @@ func TestSlurmLoginNodeMemlock(t *testing.T) {
 	assert.Equal(t, "submit-host", slurmDetails(t, m)["source"])
 }
 
+// The fix ncclrun gives for the login-node case works: with
+// PropagateResourceLimitsExcept=MEMLOCK a plain task from a 64 KiB shell
+// keeps slurmd's limit and pins, and doctor has no source to name.
+func TestSlurmPropagateExceptMemlock(t *testing.T) {
+	generousLimit(t)
+	c := newCluster(t, config{propagateExcept: "MEMLOCK"})
+	plain := c.client("64", srun(1, 1, task(fake...)...)...)
+	t.Logf("plain:\n%s", plain)
+	assert.Equal(t, 0, plain.code, "the task keeps slurmd's limit")
+	doc := c.client("64", srun(1, 1, "ncclrun", "doctor", "--json", "--min-memlock", "1MiB")...)
+	require.Equal(t, 0, doc.code, doc)
+	m := parseDoctor(t, doc.out).check(t, "memlock")
+	assert.NotContains(t, m.Summary, "PropagateResourceLimits")
+	assert.Equal(t, m.Details["soft"], m.Details["soft_before"], "nothing to raise")
+}
+
 // Scenario 3: `srun --label` output of 2 nodes x 2 tasks under ncclrun
 // around srun: one diagnosis per cause, its tasks and hosts named, the
 // first failure with its host; the labelled output relayed untouched.
