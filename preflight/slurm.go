@@ -116,13 +116,13 @@ func submitCommand(exec string) bool {
 // a sentence for the summary, the source, the fix in slurm.conf's and
 // systemd's words, and the details. before is the limit as found (before
 // ncclrun's raise). src is "" where there is nothing to say: not on
-// Slurm, an unlimited limit, or a limit equal to an unlimited slurmd's.
+// Slurm, an unlimited soft limit, or a soft limit above slurmstepd's.
 func slurmMemlock(s sysRoot, kind Platform, before Rlimit, exec string) (sentence, src, fix string, d map[string]any) {
 	if before.Soft == Unlimited {
 		return "", "", "", nil
 	}
 	if submitCommand(exec) {
-		return fmt.Sprintf("%s passes this soft limit on to every task it starts (Slurm's PropagateResourceLimits, ALL by default), where slurmd's hard limit does not cap it lower", path.Base(exec)),
+		return fmt.Sprintf("%s passes this soft limit on to every task it starts (Slurm's PropagateResourceLimits, ALL by default), capped by slurmd's hard limit", path.Base(exec)),
 			SourceSrun, advice.Text(advice.SlurmPropagation, advice.Slurm, advice.Who{}), map[string]any{"source": SourceSrun}
 	}
 	if kind != Slurm {
@@ -143,11 +143,17 @@ func slurmMemlock(s sysRoot, kind Platform, before Rlimit, exec string) (sentenc
 	d["slurmstepd_soft"], d["slurmstepd_hard"] = rlimitDetail(st.memlock.Soft), rlimitDetail(st.memlock.Hard)
 	d["how"] = how
 	switch {
+	case before.Hard != st.memlock.Hard:
+		// Slurm propagates soft limits only: a hard limit other than
+		// slurmstepd's was set after it.
+		d["source"] = SourceUnknown
+		return fmt.Sprintf("the hard limit %s differs from slurmd's %s (%s): Slurm propagates soft limits only, so a process between slurmstepd and ncclrun (a job script's ulimit, a container runtime) set it", units.FormatSize(before.Hard), fmtLimit(st.memlock), how),
+			SourceUnknown, "", d
 	case st.memlock.Soft == Unlimited || before.Soft < st.memlock.Soft:
 		d["source"] = SourceSubmitHost
 		return fmt.Sprintf("the soft limit %s is below slurmd's %s, so Slurm's PropagateResourceLimits (ALL by default) set it from the shell that ran srun or sbatch on the submitting host (slurmd's limit %s)", units.FormatSize(before.Soft), fmtLimit(st.memlock), how),
 			SourceSubmitHost, advice.Text(advice.SlurmPropagation, advice.Slurm, advice.Who{}), d
-	case st.memlock.Hard != Unlimited:
+	case before.Soft == st.memlock.Soft:
 		d["source"] = SourceSlurmd
 		return fmt.Sprintf("the limit is slurmd's own: slurmstepd (pid %d) has RLIMIT_MEMLOCK %s (%s), and every task inherits it", st.pid, fmtLimit(st.memlock), how),
 			SourceSlurmd, advice.Text(advice.SlurmdMemlock, advice.Slurm, advice.Who{}), d

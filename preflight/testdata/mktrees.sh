@@ -100,7 +100,7 @@ NDR="400 Gb/sec (4X NDR)"
 ACTIVE="4: ACTIVE"
 LINKUP="5: LinkUp"
 
-rm -rf ib-node roce-node port-down missing-uverbs shm-64m no-peermem k8s-trap docker-root slurm slurm-slurmd slurm-login slurm-container userns nnp vm-root garbled k8s-cgroup-only k8s-kubelet-mounts
+rm -rf ib-node roce-node port-down missing-uverbs shm-64m no-peermem k8s-trap docker-root slurm slurm-slurmd slurm-login slurm-lowered slurm-container userns nnp vm-root garbled k8s-cgroup-only k8s-kubelet-mounts
 
 # ib-node: bare-metal root, memlock unlimited, 4 NDR HCAs, peermem, 8 GPUs.
 t=ib-node
@@ -209,6 +209,14 @@ common $t 5.14.0-427.el9.x86_64
 # login node's shell.
 t=slurm-login
 proc $t 1000 $ZERO $ZERO $ZERO $FULL $ZERO 0 65536 unlimited "$IDMAP"
+stepd $t unlimited unlimited
+shm $t 131981768k
+common $t 5.14.0-427.el9.x86_64
+
+# slurm-lowered: slurmd unlimited, the task's hard limit 64 KiB: set after
+# slurmstepd (a job script's ulimit), since Slurm propagates soft limits only.
+t=slurm-lowered
+proc $t 1000 $ZERO $ZERO $ZERO $FULL $ZERO 0 65536 65536 "$IDMAP"
 stepd $t unlimited unlimited
 shm $t 131981768k
 common $t 5.14.0-427.el9.x86_64
