@@ -168,6 +168,13 @@ func generousLimit(t *testing.T) {
 func TestSlurmLoginNodeMemlock(t *testing.T) {
 	generousLimit(t)
 	c := newCluster(t, config{})
+	// Slurm propagates the soft limit only, and leaves no SLURM_RLIMIT_*
+	// variable in the task's environment (srun sends them, slurmstepd
+	// consumes them): slurmstepd is the witness of slurmd's limit.
+	lim := c.client("64", srun(1, 1, "bash", "-c", `ulimit -Sl; ulimit -Hl; env | grep -c '^SLURM_RLIMIT_' || true`)...)
+	require.Equal(t, 0, lim.code, lim)
+	hard := c.client("", "bash", "-c", "ulimit -Hl")
+	assert.Equal(t, "64\n"+hard.out+"0\n", lim.out, "soft 64 KiB propagated, hard slurmd's, no SLURM_RLIMIT_* variable")
 	plain := c.client("64", srun(1, 1, task(fake...)...)...)
 	via := c.client("64", srun(1, 1, task(join([]string{"ncclrun", "--"}, fake)...)...)...)
 	t.Logf("through ncclrun:\n%s", via)
