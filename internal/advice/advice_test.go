@@ -9,12 +9,25 @@ import (
 )
 
 func TestEveryFixHasATextForEveryPlatform(t *testing.T) {
-	for _, f := range []Fix{RaiseMemlock, Ambient, RootUser, AddIPCLock, AddSetid, ExecForm, ShmSize, PodMemlock, UserNamespace, PrivilegedNamespace, DriverUpgrade, FabricManager} {
+	for _, f := range []Fix{RaiseMemlock, Ambient, RootUser, AddIPCLock, AddSetid, ExecForm, ShmSize, PodMemlock, UserNamespace, PrivilegedNamespace, DriverUpgrade, FabricManager, SlurmdMemlock, SlurmPropagation} {
 		for _, p := range Platforms {
 			assert.NotEmpty(t, Text(f, p, Who{UID: 1000, GID: 1000}), "%s on %s", f, p)
 		}
 	}
 	assert.Empty(t, Text("nope", Host, Who{}))
+}
+
+// TestSlurmFixes: the two Slurm sources' fixes are given in slurm.conf's
+// and systemd's words.
+func TestSlurmFixes(t *testing.T) {
+	slurmd := Text(SlurmdMemlock, Slurm, Who{})
+	assert.Contains(t, slurmd, "`LimitMEMLOCK=infinity`")
+	assert.Contains(t, slurmd, "`systemctl restart slurmd`")
+	assert.Contains(t, slurmd, "`PropagateResourceLimitsExcept=MEMLOCK`")
+	prop := Text(SlurmPropagation, Slurm, Who{})
+	assert.Contains(t, prop, "`PropagateResourceLimitsExcept=MEMLOCK`")
+	assert.Contains(t, prop, "`scontrol show config | grep -i propagate`")
+	assert.Contains(t, prop, "`srun --propagate=NONE`")
 }
 
 func TestWho(t *testing.T) {
