@@ -11,7 +11,7 @@ FUZZTIME ?= 10s
 export CGO_ENABLED := 0
 
 .PHONY: build test unit vet cross fuzz-short demo bench image integration acceptance clean
-.PHONY: multinode
+.PHONY: multinode slurm
 
 # urfave_cli_no_docs leaves out the CLI library's man-page generator, whose
 # package init costs ~1 ms of every start (docs/performance.md).
@@ -60,6 +60,11 @@ acceptance:
 # Multi-node jobs on network namespaces of this machine (part of acceptance).
 multinode:
 	$(GO) test -count=1 -timeout 15m -tags acceptance -run '^TestMultinode' ./acceptance/...
+
+# A real Slurm cluster (munge, slurmctld, a slurmd on each of two nodes made
+# of network namespaces), started and torn down by the tests: docs/slurm.md.
+slurm:
+	$(GO) test -count=1 -timeout 5m -tags slurm ./slurm/...
 
 clean:
 	rm -rf bin dist

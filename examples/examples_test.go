@@ -426,7 +426,7 @@ func TestSlurmScript(t *testing.T) {
 	lines := joinedLines(t, "slurm/train.sbatch")
 	srun := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, "srun ") })
 	require.GreaterOrEqual(t, srun, 0, "an srun line")
-	assert.Regexp(t, `exec ncclrun .*-- python train\.py`, lines[srun], "one ncclrun per task")
+	assert.Regexp(t, `exec ncclrun .*-- \$\{TRAIN_CMD:-python train\.py\}'$`, lines[srun], "one ncclrun per task, TRAIN_CMD or python train.py")
 	text := strings.Join(lines, "\n")
 	assert.Contains(t, text, "PropagateResourceLimitsExcept=MEMLOCK")
 	assert.Regexp(t, `(?m)^#SBATCH --ntasks-per-node=\d+$`, text)

@@ -18,9 +18,9 @@
 // The launcher knows nothing of NCCL, preflight or diagnoses: what to give
 // the child comes in Config (cmd/ncclrun fills it from preflight's report),
 // and its output leaves only through the relay and Config.Tap, so a
-// matcher can be fed without this package knowing one exists. Command is
-// the one place that knows what kind of launcher CMD is (torchrun, MPI,
-// a starter of remote ranks).
+// matcher can be fed without this package knowing one exists. What kind
+// of command CMD is (internal/cmdkind) is the caller's: it reaches the
+// launcher as plain Config (Args with what must be inserted, CheckpointTo).
 //
 // Do not use it to run several children at once (Run owns waiting for every
 // child of the process while it runs), from a library that shares its

@@ -7,11 +7,7 @@ import (
 )
 
 // EnvVar is one variable ncclrun may add, with the reason shown by `ncclrun env`.
-type EnvVar struct {
-	Name   string `json:"name"`
-	Value  string `json:"value"`
-	Reason string `json:"reason"`
-}
+type EnvVar = environ.Var
 
 // ComposeEnv returns base with each of adds appended unless base already
 // sets that name (even to the empty string) or preset (NCCL's own

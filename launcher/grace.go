@@ -15,13 +15,11 @@ import (
 type Checkpoint int
 
 const (
-	// CheckpointChild signals the main child: a CMD that trains itself, or
-	// Open MPI's mpirun, which forwards SIGUSR1 and SIGUSR2 to its ranks.
+	// CheckpointChild signals the main child.
 	CheckpointChild Checkpoint = iota
-	// CheckpointWorkers signals the main child's own children: torchrun's
-	// workers. torchrun's agent (the main child) does not handle SIGUSR1
-	// or SIGUSR2 and would die of them.
-	CheckpointWorkers
+	// CheckpointChildren signals the main child's own children alive at
+	// that moment, and not the main child.
+	CheckpointChildren
 )
 
 // ParseCheckpointSignal reads a Config.CheckpointSignal as `kill -s` takes

@@ -76,7 +76,7 @@ func (g *graceState) stop() {
 
 // trainingPIDs are the processes CheckpointTo names, those alive now.
 func (s *supervisor) trainingPIDs() []int {
-	if s.cfg.CheckpointTo != CheckpointWorkers {
+	if s.cfg.CheckpointTo != CheckpointChildren {
 		return []int{s.pid}
 	}
 	ps, err := processTable(s.procRoot)

@@ -95,7 +95,7 @@ func TestStopGrace(t *testing.T) {
 			"ready\ncheckpoint\ngot TERM\n"},
 		{"child saves and exits: no TERM", "ckpt-trainer", []string{"exit"}, CheckpointChild, time.Hour,
 			"ready\ncheckpoint\n"},
-		{"torchrun's shape: the workers save, the agent gets TERM once they exited", "ckpt-agent", nil, CheckpointWorkers, time.Hour,
+		{"the children save, the main child gets TERM once they exited", "ckpt-agent", nil, CheckpointChildren, time.Hour,
 			"ready\nsaved\nsaved\nagent TERM, 2 workers exited\n"},
 	}
 	for _, tc := range tests {

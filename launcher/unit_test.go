@@ -2,7 +2,6 @@ package launcher
 
 import (
 	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -41,88 +40,6 @@ func TestComposeEnv(t *testing.T) {
 			assert.Equal(t, tt.wantAdded, added)
 			assert.Equal(t, tt.base, base, "base is not modified")
 		})
-	}
-}
-
-func TestCommandArgsWithEnv(t *testing.T) {
-	dir := t.TempDir()
-	mk := func(p string) string {
-		p = filepath.Join(dir, p)
-		require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
-		require.NoError(t, os.WriteFile(p, []byte("#!/bin/sh\n"), 0o755))
-		return p
-	}
-	ompi := mk("ompi/bin/mpirun")
-	mk("ompi/bin/ompi_info")
-	mpich := mk("mpich/bin/mpirun")
-	mk("mpich/bin/hydra_pmi_proxy")
-	unknown := mk("unknown/bin/mpiexec")
-	alt := mk("alt/bin/mpirun.openmpi")
-	link := filepath.Join(dir, "alt/bin/mpirun")
-	require.NoError(t, os.Symlink(alt, link))
-
-	added := []EnvVar{{Name: "NCCL_DEBUG", Value: "WARN"}, {Name: "NCCL_IB_HCA", Value: "mlx5_0"}}
-	user := []string{"-np", "16", "python", "train.py"}
-	x := []string{"-x", "NCCL_DEBUG", "-x", "NCCL_IB_HCA"}
-	tests := []struct {
-		name  string
-		path  string
-		args  []string
-		added []EnvVar
-		want  []string
-	}{
-		{"open mpi by ompi_info", ompi, user, added, append(x, user...)},
-		{"mpich hydra unchanged", mpich, user, added, user},
-		{"undecided unchanged", unknown, user, added, user},
-		{"debian alternative symlink", link, user, added, append(x, user...)},
-		{"orterun by name", filepath.Join(dir, "nowhere/orterun"), user, added, append(x, user...)},
-		{"prterun by name", "prterun", user, added, append(x, user...)},
-		{"mpiexec.hydra by name", "mpiexec.hydra", user, added, user},
-		{"not an mpi launcher", "torchrun", user, added, user},
-		{"nothing added", ompi, user, nil, user},
-		{"user already passes -x", ompi, []string{"-x", "NCCL_DEBUG=INFO", "-np", "2", "a.out"}, added,
-			[]string{"-x", "NCCL_IB_HCA", "-x", "NCCL_DEBUG=INFO", "-np", "2", "a.out"}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			assert.Equal(t, tt.want, Command{Path: tt.path, Args: tt.args}.ArgsWithEnv(tt.added))
-		})
-	}
-	t.Run("OPAL_PREFIX decides an undecided mpirun", func(t *testing.T) {
-		t.Setenv("OPAL_PREFIX", "/opt/ompi")
-		assert.Equal(t, append(x, user...), Command{Path: unknown, Args: user}.ArgsWithEnv(added))
-		assert.Equal(t, user, Command{Path: mpich, Args: user}.ArgsWithEnv(added), "a Hydra sibling outweighs OPAL_PREFIX")
-	})
-}
-
-func TestCommandTorchrun(t *testing.T) {
-	for _, tc := range []struct {
-		path string
-		args []string
-		want bool
-	}{
-		{"torchrun", nil, true},
-		{"/opt/venv/bin/torchrun", []string{"train.py"}, true},
-		{"python3", []string{"-m", "torch.distributed.run", "x.py"}, true},
-		{"python", []string{"-u", "-m", "torch.distributed.launch"}, true},
-		{"python3", []string{"-mtorch.distributed.run"}, true},
-		{"python3", []string{"train.py", "-m", "torch.distributed.run"}, false},
-		{"python3", []string{"-m", "pip"}, false},
-		{"mpirun", []string{"torchrun"}, false},
-	} {
-		assert.Equal(t, tc.want, Command{Path: tc.path, Args: tc.args}.Torchrun(), "%s %v", tc.path, tc.args)
-	}
-}
-
-func TestCommandRemote(t *testing.T) {
-	for _, tc := range []struct {
-		path string
-		want bool
-	}{
-		{"/usr/bin/mpirun", true}, {"mpiexec.hydra", true}, {"srun", true}, {"ssh", true},
-		{"deepspeed", true}, {"torchrun", false}, {"python3", false}, {"/usr/bin/mpirun.openmpi", true}, {"mpiexec", true}, {"orterun", true},
-	} {
-		assert.Equal(t, tc.want, Command{Path: tc.path}.Remote(), tc.path)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -231,5 +232,121 @@ func TestDocumentCap(t *testing.T) {
 			assert.Equal(t, fmt.Sprintf("in: more than %d documents in one input: the first %d are checked, the rest is not read", MaxDocuments, MaxDocuments), err.Error())
 			assert.Len(t, rep.Containers, 1, "the documents before the bound are judged")
 		})
+	}
+}
+
+// allocated is the bytes fn allocates (runtime.MemStats.TotalAlloc).
+func allocated(fn func()) uint64 {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	fn()
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc
+}
+
+// TestNodeBound: a document denser than MaxNodes is refused from its text,
+// before the YAML parser builds its nodes (a 3 MB JSON array of {} was a
+// million nodes and 250 MB), with one line and exit status 2 (ErrInput);
+// the documents before it are checked. Text that only looks dense (a block
+// scalar or a quoted string full of brackets) is one node.
+func TestNodeBound(t *testing.T) {
+	dense := "[" + strings.Repeat("{},", 1000000) + "{}]"
+	var err error
+	n := allocated(func() { _, err = CheckBytes("dense.json", []byte(dense)) })
+	require.ErrorIs(t, err, ErrInput)
+	assert.Equal(t, "dense.json: not read: the document at line 1 has more than 250000 nodes (a List: `jq -c '.items[]'` makes each object a document)", err.Error())
+	assert.Less(t, n, uint64(8<<20), "allocated %d bytes for a %d-byte input", n, len(dense))
+
+	trap := trapYAML(t)
+	cases := []struct {
+		name, data, err string
+		containers      int
+	}{
+		{"scalars", "[" + strings.Repeat("1,", MaxNodes) + "1]", "the document at line 1 has more than", 0},
+		{"block", "kind: List\nitems:\n" + strings.Repeat("- a: b\n", MaxNodes/2), "the document at line 1 has more than", 0},
+		{"second document", trap + "---\n# dense\nkind: List\nitems: [" + strings.Repeat("{},", MaxNodes) + "{}]\n",
+			"the document at line " + itoa(strings.Count(trap, "\n")+3) + " has more than 250000 nodes (a List: `jq -c '.items[]'` makes each object a document) (the document before it is checked, the rest of the input is not read)", 1},
+		{"JSON stream", "{\"kind\": \"List\"}\n{\"kind\": \"List\",\n \"items\": [" + strings.Repeat("{},", MaxNodes) + "{}]}\n",
+			"the document at line 2 has more than", 0},
+		{"block scalar", trap + "---\nkind: ConfigMap\ndata:\n  x.json: |\n    [" + strings.Repeat("{},", MaxNodes) + "{}]\n  y: |-\n      - a: b\n      - a: b\n", "", 1},
+		{"quoted", trap + "---\nkind: ConfigMap\ndata:\n  x: \"" + strings.Repeat("[{a: b}, ", MaxNodes/2) + "\"\n  y: '" + strings.Repeat("- a: ''b'', ", MaxNodes/2) + "'\n", "", 1},
+		{"comment", trap + "\n# [" + strings.Repeat("{},", MaxNodes) + "\n", "", 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var rep Report
+			var err error
+			n := allocated(func() { rep, err = CheckBytes("in.yaml", []byte(tc.data)) })
+			assert.Len(t, rep.Containers, tc.containers)
+			if tc.err == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorIs(t, err, ErrInput)
+			assert.Contains(t, err.Error(), "in.yaml: not read: "+tc.err)
+			assert.Less(t, n, uint64(len(tc.data))*4+(1<<20), "allocated %d bytes", n)
+		})
+	}
+}
+
+// TestNodeEstimate: the estimate is at least the parser's own nodes for
+// dense inputs, and within twice it for manifests.
+func TestNodeEstimate(t *testing.T) {
+	files, _ := filepath.Glob("testdata/*/*.yaml")
+	more, _ := filepath.Glob("../examples/*/*.yaml")
+	files = append(files, more...)
+	for _, dense := range []string{"[{},{},{}]", "[1,1,1]", "{a: 1, b: 2}", "{a, b, c}", "[a: 1, b: 2]", "- \n- \n- \n", "a:\nb:\nc:\n", "? a\n? b\n",
+		"- - - a\n", "[[[[]]]]", "{\"a\":1,\"b\":{\"c\":[1,2]}}"} {
+		var doc yaml.Node
+		require.NoError(t, yaml.Unmarshal([]byte(dense), &doc), dense)
+		est := 0
+		countNodes([]byte(dense), func(d docNodes) bool { est += d.nodes; return true })
+		assert.GreaterOrEqual(t, est, ownNodes(doc.Content[0]), dense)
+	}
+	for _, f := range files {
+		if strings.Contains(f, "/bad/") {
+			continue
+		}
+		data, err := os.ReadFile(f)
+		require.NoError(t, err)
+		var est []int
+		countNodes(data, func(d docNodes) bool { est = append(est, d.nodes); return true })
+		dec := yaml.NewDecoder(bytes.NewReader(data))
+		var own []int
+		for {
+			var doc yaml.Node
+			if dec.Decode(&doc) != nil {
+				break
+			}
+			if len(doc.Content) > 0 && !(doc.Content[0].Kind == yaml.ScalarNode && doc.Content[0].Tag == "!!null") {
+				own = append(own, ownNodes(doc.Content[0]))
+			}
+		}
+		require.Len(t, est, len(own), f)
+		for i := range own {
+			assert.GreaterOrEqual(t, est[i], own[i], "%s document %d", f, i)
+			assert.LessOrEqual(t, est[i], 2*own[i], "%s document %d", f, i)
+		}
+	}
+}
+
+// TestNodeCountBlockScalar: a block scalar ends where YAML's scanner ends
+// it, at the first line indented less than its own first line, so the
+// nodes after it are counted.
+func TestNodeCountBlockScalar(t *testing.T) {
+	for _, tc := range []struct {
+		data string
+		want int
+	}{
+		{"a: |\n      deep\n      deep: 1\n", 3},
+		{"a: |\n      deep\n    b: 1\n", 5},
+		{"- a: |\n    x\n  b: 1\n  c: 1\n", 8},
+		{"- |\n x\n- y\n", 3},
+		{"a: |+\n\n    x\n\n    - y\nb: 1\n", 5},
+	} {
+		got := 0
+		countNodes([]byte(tc.data), func(d docNodes) bool { got += d.nodes; return true })
+		assert.Equal(t, tc.want, got, "%q", tc.data)
 	}
 }

@@ -56,26 +56,37 @@ type Report struct {
 	Errors []error
 }
 
-// count counts the findings of severity sev.
+// count counts the findings of severity sev that are not silenced.
 func (r Report) count(sev string) int {
 	n := 0
 	for _, f := range r.Findings {
-		if f.Severity == sev {
+		if f.Severity == sev && f.Silenced == nil {
 			n++
 		}
 	}
 	return n
 }
 
-// HasError reports whether a finding is an error.
+// Silenced counts the findings an annotation silences.
+func (r Report) Silenced() int {
+	n := 0
+	for _, f := range r.Findings {
+		if f.Silenced != nil {
+			n++
+		}
+	}
+	return n
+}
+
+// HasError reports whether a finding that is not silenced is an error.
 func (r Report) HasError() bool { return r.count(Error) > 0 }
 
 // ErrSeverity is matched (errors.Is) by FailsAt's error for a severity
 // that is not error, warning or info.
 var ErrSeverity = errors.New("not a severity")
 
-// FailsAt reports whether a finding is at least as severe as sev (error,
-// warning or info): lint --fail-on.
+// FailsAt reports whether a finding that is not silenced is at least as
+// severe as sev (error, warning or info): lint --fail-on.
 func (r Report) FailsAt(sev string) (bool, error) {
 	rank := map[string]int{Info: 0, Warning: 1, Error: 2}
 	min, ok := rank[sev]
@@ -83,7 +94,7 @@ func (r Report) FailsAt(sev string) (bool, error) {
 		return false, fmt.Errorf("%q is not error, warning or info: %w", sev, ErrSeverity)
 	}
 	for _, f := range r.Findings {
-		if rank[f.Severity] >= min {
+		if f.Silenced == nil && rank[f.Severity] >= min {
 			return true, nil
 		}
 	}
@@ -226,13 +237,21 @@ func (c *checker) add(o object) {
 
 // kube judges the pod templates of one Kubernetes object.
 func (c *checker) kube(name string, obj *yaml.Node, refs []podRef) object {
+	own := annotationSilences(path(obj, "metadata", "annotations"))
 	var cs []container
 	var pod []Finding
 	for _, p := range refs {
+		s := own.with(annotationSilences(get(p.meta, "annotations")))
 		k, f := kubeContainers(name, p)
+		for i := range k {
+			k[i].silence = s
+		}
+		s.apply(f)
 		cs, pod = append(cs, k...), append(pod, f...)
 	}
-	return judged(cs, append(pod, misplacedNRI(name, obj, refs)...))
+	misplaced := misplacedNRI(name, obj, refs)
+	own.apply(misplaced)
+	return judged(cs, append(pod, misplaced...))
 }
 
 // report judges the TrainJobs with the runtimes of every input and puts
@@ -253,16 +272,30 @@ func (c *checker) report() Report {
 // a document that is a list (a bare JSON array) hands over each of its
 // mappings. A document whose aliases expand past its bound is refused.
 func parse(name string, data []byte, fn func(*yaml.Node)) error {
-	next := yamlDocuments(data)
+	// A document past MaxNodes ends the input where it starts: the YAML
+	// decoder reads only what comes before it.
+	var dense *docNodes
+	var next func(*yaml.Node) error
 	if s := jsonStream(data); s != nil {
 		next = s.next
+	} else if d, ok := overNodes(data); ok {
+		dense, next = &d, yamlDocuments(data[:d.off])
+	} else {
+		next = yamlDocuments(data)
 	}
 	docs, mappings, read := 0, 0, 0
 	for {
 		var doc yaml.Node
 		err := next(&doc)
+		if errors.Is(err, io.EOF) && dense != nil {
+			return tooDense(name, dense.line, docs)
+		}
 		if errors.Is(err, io.EOF) {
 			break
+		}
+		var de *denseError
+		if errors.As(err, &de) {
+			return tooDense(name, de.line, docs)
 		}
 		if read++; read > MaxDocuments {
 			return inputErrorf("%s: more than %d documents in one input: the first %d are checked, the rest is not read", name, MaxDocuments, MaxDocuments)
@@ -394,11 +427,27 @@ func (s *jsonValues) next(doc *yaml.Node) error {
 	s.spans = s.spans[1:]
 	s.line += bytes.Count(s.data[s.off:sp[0]], []byte("\n"))
 	s.off = sp[0]
+	if d, ok := overNodes(s.data[sp[0]:sp[1]]); ok {
+		return &denseError{line: s.line + d.line}
+	}
 	if err := decode(yaml.NewDecoder(bytes.NewReader(s.data[sp[0]:sp[1]])), doc); err != nil {
 		return &shiftedError{err: err, by: s.line}
 	}
 	shiftLines(doc, s.line)
 	return nil
+}
+
+// denseError is a JSON value of the stream past MaxNodes, at line.
+type denseError struct{ line int }
+
+func (e *denseError) Error() string {
+	return fmt.Sprintf("line %d: more than %d nodes", e.line, MaxNodes)
+}
+
+// tooDense is the refusal of the document at line, past MaxNodes, after
+// docs documents.
+func tooDense(name string, line, docs int) error {
+	return inputErrorf("%s: not read: the document at line %d has more than %d nodes (a List: `jq -c '.items[]'` makes each object a document)%s", name, line, MaxNodes, after(docs))
 }
 
 // shiftedError is a YAML error in a value that starts by lines into the

@@ -47,9 +47,9 @@ func (c *container) kepUlimits(list *yaml.Node) {
 			}
 		}
 		if len(bad) > 0 {
-			c.extra = append(c.extra, Finding{ID: IDMemlockLimit, Severity: Error, File: c.file, Line: ln, Object: c.object, Container: c.name,
+			c.extra = append(c.extra, readFinding(Finding{ID: IDMemlockLimit, File: c.file, Line: ln, Object: c.object, Container: c.name,
 				Message: fmt.Sprintf("securityContext.ulimits sets a memlock the apiserver rejects (%s), so the pod is not admitted; %s.", strings.Join(dedupe(bad), "; "), kepGate),
-				Fix:     kepFix(c.privileged, c.name)})
+				Fix:     kepFix(c.privileged, c.name)}))
 			c.kepRejected, c.noStart = true, true
 			continue
 		}

@@ -127,6 +127,7 @@ func TestRules(t *testing.T) {
 		{"rules/nri-finite.yaml", []string{"memlock-limit@6"}, []string{"finite"}},
 		{"rules/nri-small.yaml", []string{"memlock-limit@6"}, []string{"no-ipc-lock"}},
 		{"rules/userns.yaml", []string{"user-namespace@8", "pod-security@14"}, []string{"userns"}},
+		{"rules/userns-finite.yaml", []string{"user-namespace@10"}, []string{"userns"}},
 		{"rules/no-shm.yaml", []string{"shm-default@7", "pod-security@12"}, []string{"root-ipc-lock"}},
 		{"rules/hostipc.yaml", []string{"pod-security@13"}, []string{"root-ipc-lock"}},
 		{"rules/privileged.yaml", []string{"pod-security@7"}, []string{"root-ipc-lock"}},
@@ -221,6 +222,22 @@ func TestFindingFields(t *testing.T) {
 	assert.Contains(t, nr.Message, "the image's non-root user")
 	assert.Contains(t, nr.Fix, "--user=UID:GID")
 	assert.Contains(t, strings.Join(nr.Assumed, "\n"), "runAsNonRoot: true without runAsUser")
+}
+
+// TestPodSecurityFixNRIFirst: pod-security's fix gives the NRI
+// annotation (no capability, admitted under restricted) before the
+// namespace label that admits the capability.
+func TestPodSecurityFixNRIFirst(t *testing.T) {
+	for _, f := range lintPath(t, "testdata/rules/trap.yaml").Findings {
+		if f.ID != IDPodSecurity {
+			continue
+		}
+		nri, label := strings.Index(f.Fix, "ulimits.noderesource.dev/container.trainer"), strings.Index(f.Fix, "pod-security.kubernetes.io/enforce: privileged")
+		require.True(t, nri >= 0 && label >= 0, f.Fix)
+		assert.Less(t, nri, label)
+		return
+	}
+	t.Fatal("no pod-security finding")
 }
 
 func TestBadInputs(t *testing.T) {

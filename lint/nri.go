@@ -422,9 +422,9 @@ func misplacedNRI(file string, doc *yaml.Node, refs []podRef) []Finding {
 			continue
 		}
 		a := readNRI(k, name, line(kv[0], 1), str(kv[1]))
-		out = append(out, Finding{ID: IDNRIAnnotation, Severity: Error, File: file, Line: a.line, Object: refs[0].object, Container: name,
+		out = append(out, readFinding(Finding{ID: IDNRIAnnotation, File: file, Line: a.line, Object: refs[0].object, Container: name,
 			Message: fmt.Sprintf("The annotation %s is on the %s's own metadata, which the container runtime never sees (only the pod's annotations reach NRI), so the ulimit-adjuster applies nothing: it belongs in the pod template's metadata.", k, kind),
-			Fix:     "# in the pod template (spec.template.metadata, or the template of each replica)\n" + a.corrected(name)})
+			Fix:     "# in the pod template (spec.template.metadata, or the template of each replica)\n" + a.corrected(name)}))
 	}
 	return out
 }

@@ -24,14 +24,20 @@ func WriteJSON(w io.Writer, r Report) error {
 }
 
 // WriteText writes a table a person reads, grouped by file and object; a
-// clean run is one line. What it quotes from the inputs (a file's,
+// clean run is one line. A silenced finding is not printed: the last line
+// counts them. What it quotes from the inputs (a file's,
 // object's or container's name, in the messages and fixes too) goes
 // through printable.String: a terminal shows their control characters,
 // and does not act on them.
 func WriteText(w io.Writer, r Report) error {
 	var b strings.Builder
 	file, object := "", ""
+	shown := 0
 	for _, f := range r.Findings {
+		if f.Silenced != nil {
+			continue
+		}
+		shown++
 		if f.File != file {
 			if file != "" {
 				b.WriteString("\n")
@@ -69,14 +75,17 @@ func WriteText(w io.Writer, r Report) error {
 	} else if k > 1 {
 		unread = fmt.Sprintf("; %d inputs could not be read (see stderr)", k)
 	}
-	if len(r.Findings) == 0 && unread != "" {
-		fmt.Fprintf(&b, "%d %s checked%s\n", n, word, unread)
-	} else if len(r.Findings) == 0 {
-		fmt.Fprintf(&b, "%d %s checked, no finding\n", n, word)
-	} else if unread != "" {
-		fmt.Fprintf(&b, "\n%d %s checked: %d error(s), %d warning(s), %d info%s\n", n, word, r.count(Error), r.count(Warning), r.count(Info), unread)
-	} else {
-		fmt.Fprintf(&b, "\n%d %s checked: %d error(s), %d warning(s), %d info\n", n, word, r.count(Error), r.count(Warning), r.count(Info))
+	silenced := ""
+	if k := r.Silenced(); k > 0 {
+		silenced = fmt.Sprintf(" (%d silenced by annotation)", k)
+	}
+	switch {
+	case shown == 0 && unread != "":
+		fmt.Fprintf(&b, "%d %s checked%s%s\n", n, word, silenced, unread)
+	case shown == 0:
+		fmt.Fprintf(&b, "%d %s checked, no finding%s\n", n, word, silenced)
+	default:
+		fmt.Fprintf(&b, "\n%d %s checked: %d error(s), %d warning(s), %d info%s%s\n", n, word, r.count(Error), r.count(Warning), r.count(Info), silenced, unread)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
@@ -147,10 +156,18 @@ type sarifConfig struct {
 }
 
 type sarifResult struct {
-	RuleID    string          `json:"ruleId"`
-	Level     string          `json:"level"`
-	Message   sarifText       `json:"message"`
-	Locations []sarifLocation `json:"locations"`
+	RuleID       string             `json:"ruleId"`
+	Level        string             `json:"level"`
+	Message      sarifText          `json:"message"`
+	Locations    []sarifLocation    `json:"locations"`
+	Suppressions []sarifSuppression `json:"suppressions,omitempty"`
+}
+
+// sarifSuppression is a silenced finding: inSource, the manifest's own
+// annotation, with its reason.
+type sarifSuppression struct {
+	Kind          string `json:"kind"`
+	Justification string `json:"justification,omitempty"`
 }
 
 type sarifLocation struct {
@@ -179,7 +196,8 @@ func sarifLevel(sev string) string {
 }
 
 // WriteSARIF writes SARIF 2.1.0: ruleId = finding id, level, the physical
-// location with startLine; the message carries the fix.
+// location with startLine; the message carries the fix. A silenced finding
+// carries an inSource suppression whose justification is its reason.
 func WriteSARIF(w io.Writer, r Report, version string) error {
 	log := sarifLog{Schema: "https://json.schemastore.org/sarif-2.1.0.json", Version: "2.1.0"}
 	run := sarifRun{Tool: sarifTool{Driver: sarifDriver{Name: "ncclrun lint", InformationURI: "https://github.com/ncclrun/ncclrun/blob/main/docs/lint.md", Version: version}}, Results: []sarifResult{}}
@@ -191,8 +209,12 @@ func WriteSARIF(w io.Writer, r Report, version string) error {
 		if f.Fix != "" {
 			msg += "\nFix:\n" + f.Fix
 		}
-		run.Results = append(run.Results, sarifResult{RuleID: f.ID, Level: sarifLevel(f.Severity), Message: sarifText{msg},
-			Locations: []sarifLocation{{PhysicalLocation: sarifPhysical{ArtifactLocation: sarifArtifact{URI: f.File}, Region: sarifRegion{StartLine: max(f.Line, 1)}}}}})
+		res := sarifResult{RuleID: f.ID, Level: sarifLevel(f.Severity), Message: sarifText{msg},
+			Locations: []sarifLocation{{PhysicalLocation: sarifPhysical{ArtifactLocation: sarifArtifact{URI: f.File}, Region: sarifRegion{StartLine: max(f.Line, 1)}}}}}
+		if f.Silenced != nil {
+			res.Suppressions = []sarifSuppression{{Kind: "inSource", Justification: f.Silenced.Reason}}
+		}
+		run.Results = append(run.Results, res)
 	}
 	log.Runs = []sarifRun{run}
 	enc := json.NewEncoder(w)

@@ -132,9 +132,9 @@ func kubeContainers(file string, p podRef) ([]container, []Finding) {
 		// A common slip: capabilities exist only in a container's
 		// securityContext (PodSecurityContext has no such field).
 		to := trainer(out)
-		pod = append(pod, Finding{ID: IDPodCaps, Severity: Error, File: file, Line: keyLine(psc, "capabilities"), Object: p.object, Container: to,
+		pod = append(pod, readFinding(Finding{ID: IDPodCaps, File: file, Line: keyLine(psc, "capabilities"), Object: p.object, Container: to,
 			Message: "securityContext.capabilities is set on the pod, where Kubernetes has no such field: kubectl refuses the manifest (strict field validation: unknown field), and clients that do not validate drop it, so no container gets these capabilities.",
-			Fix:     podCapsFix(pc, to)})
+			Fix:     podCapsFix(pc, to)}))
 	}
 	for _, a := range orphans {
 		to := suggestContainer(a.name, out)
@@ -143,8 +143,8 @@ func kubeContainers(file string, p podRef) ([]container, []Finding) {
 			msg = fmt.Sprintf("The annotation %s names container %q, but this pod has no container, so the ulimit-adjuster applies nothing.", a.key, a.name)
 			to = a.name
 		}
-		pod = append(pod, Finding{ID: IDNRIAnnotation, Severity: Error, File: file, Line: a.line, Object: p.object, Container: a.name,
-			Message: msg, Fix: a.corrected(to)})
+		pod = append(pod, readFinding(Finding{ID: IDNRIAnnotation, File: file, Line: a.line, Object: p.object, Container: a.name,
+			Message: msg, Fix: a.corrected(to)}))
 	}
 	return out, pod
 }
@@ -233,8 +233,8 @@ func (c *container) nriAnnotation(a nriAnnotation) {
 		msg += "."
 	}
 	c.nriZero = a.memlockZero
-	c.extra = append(c.extra, Finding{ID: IDNRIAnnotation, Severity: Error, File: c.file, Line: a.line, Object: c.object, Container: c.name,
-		Message: msg, Fix: a.corrected(c.name)})
+	c.extra = append(c.extra, readFinding(Finding{ID: IDNRIAnnotation, File: c.file, Line: a.line, Object: c.object, Container: c.name,
+		Message: msg, Fix: a.corrected(c.name)}))
 }
 
 // gpuResources: the container asks for a GPU (nvidia.com/gpu, amd.com/gpu,
@@ -260,9 +260,11 @@ func visibleDevices(env map[string]string) bool {
 // composeContainers turns Compose services into containers (Docker's rules).
 func composeContainers(file string, doc *yaml.Node) []container {
 	var out []container
+	all := extensionSilences(get(doc, IgnoreExtension))
 	for _, kv := range pairs(get(doc, "services")) {
 		name, svc := kv[0].Value, kv[1]
-		c := container{platform: advice.Docker, file: file, object: "service/" + name, name: name, line: line(kv[0], 1), env: map[string]string{}}
+		c := container{platform: advice.Docker, file: file, object: "service/" + name, name: name, line: line(kv[0], 1), env: map[string]string{},
+			silence: all.with(extensionSilences(get(svc, IgnoreExtension)))}
 		if u := get(svc, "user"); u != nil {
 			c.userLine = line(u, c.line)
 			user := composeUser(str(u))
@@ -399,8 +401,8 @@ func (c *container) composeMemlock(m *yaml.Node) {
 // composeRejected is the finding of a ulimits.memlock Compose or Docker
 // refuses.
 func (c *container) composeRejected(ln int, msg string) {
-	c.extra = append(c.extra, Finding{ID: IDMemlockLimit, Severity: Error, File: c.file, Line: ln, Object: c.object, Container: c.name,
-		Message: msg, Fix: advice.Manifest(advice.PodMemlock, advice.Docker, advice.Spot{Container: c.name})})
+	c.extra = append(c.extra, readFinding(Finding{ID: IDMemlockLimit, File: c.file, Line: ln, Object: c.object, Container: c.name,
+		Message: msg, Fix: advice.Manifest(advice.PodMemlock, advice.Docker, advice.Spot{Container: c.name})}))
 	c.noStart = true
 }
 

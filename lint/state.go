@@ -83,6 +83,9 @@ type container struct {
 	noStart, nriZero bool
 	// extra are findings made while reading the manifest.
 	extra []Finding
+	// silence is what the object's (and its pod template's) annotations
+	// silence.
+	silence silences
 }
 
 // bounding computes the container's capability set from add and drop in

@@ -7,8 +7,10 @@
 // The sources are:
 //   - Probe: the private directory NCCL writes its INFO log into while CMD
 //     runs (NCCL_DEBUG_FILE), followed as it grows; the lines NCCL would
-//     have printed at WARN go to CMD's stdout through a Gate, between
-//     CMD's own lines; ProbeOff says when a run can have it;
+//     have printed at WARN go to CMD's stdout through a Gate as soon as
+//     they are read, never waiting for CMD's line to end; ProbeOff says
+//     when a run can have it (what kind of command CMD is comes from
+//     internal/cmdkind);
 //   - ExitFiles: NCCL_DEBUG_FILE's files (DebugFiles expands its %h and
 //     %p) and torchrun's error file, read once CMD has exited, as CMD's
 //     user, within bounds of size and time (TorchFile says where torchrun

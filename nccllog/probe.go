@@ -16,33 +16,41 @@ import (
 )
 
 const (
-	// probePoll is how often the probe reads the files while CMD runs.
-	probePoll = 100 * time.Millisecond
+	// probePoll is how often the probe reads the files while CMD runs: a
+	// WARN line NCCL writes reaches stdout within this period plus the
+	// time to read it (docs/diagnosis.md has the figures), well inside the
+	// 100 ms that no line of NCCL's may wait.
+	probePoll = 25 * time.Millisecond
 	// maxProbeBytes bounds what the probe reads of one file.
 	maxProbeBytes = 64 << 20
 	// probeFilePrefix starts the name of every file NCCL writes there.
 	probeFilePrefix = "nccl."
+	// probeDirPrefix starts the name of the probe's directory.
+	probeDirPrefix = "ncclrun-nccl-"
 )
 
 // Probe follows the files NCCL writes into a private directory while CMD
 // runs (the transport probe: NCCL_DEBUG=INFO, NCCL_DEBUG_FILE=DebugFile()):
-// it hands every line to its Lines and writes the lines NCCL would have
-// printed at WARN (its WARN lines, the version banner) to CMD's stdout
-// through Gate, between CMD's own lines. Only regular files of the
-// directory's owner, reached without a link, are read, at most
-// maxProbeBytes of each.
+// it writes the lines NCCL would have printed at WARN (its WARN lines, the
+// version banner) to CMD's stdout through Gate as soon as it reads them,
+// and hands every line to its Lines. Only regular files of the directory's
+// owner, reached without a link, are read, at most maxProbeBytes of each;
+// each is opened once and read on as it grows.
 type Probe struct {
 	// Dir is the private directory (mode 0700, owned by CMD's user).
 	Dir   string
 	owner int // uid the files must belong to
 	gate  *Gate
 	files map[string]*probeFile
+	buf   []byte // one read buffer for every file
 	stop  chan struct{}
 	done  chan struct{}
 	feed  Lines
 }
 
 type probeFile struct {
+	f       *os.File // nil until opened, or when it may not be read (bad)
+	bad     bool     // a link, not a regular file, or another user's
 	off     int64
 	partial []byte
 	skip    bool // dropping the rest of a line cut at MaxLine
@@ -52,7 +60,7 @@ type probeFile struct {
 // NewProbe makes the private directory, owned by uid and gid when they
 // are another user's (-1: ncclrun's), and a gate over stdout.
 func NewProbe(stdout io.Writer, uid, gid int) (*Probe, error) {
-	dir, err := os.MkdirTemp("", "ncclrun-nccl-")
+	dir, err := os.MkdirTemp("", probeDirPrefix)
 	if err != nil {
 		return nil, err
 	}
@@ -94,15 +102,18 @@ func (p *Probe) Start(lines Lines) {
 }
 
 // Finish stops the follower, reads what is left (a last line without a
-// newline included), writes the WARN lines still waiting and removes the
-// directory. Safe without Start.
+// newline included) and removes the directory. Safe without Start.
 func (p *Probe) Finish() {
 	if p.stop != nil {
 		close(p.stop)
 		<-p.done
 	}
 	p.poll(true)
-	p.gate.flush()
+	for _, pf := range p.files {
+		if pf.f != nil {
+			pf.f.Close()
+		}
+	}
 	p.Remove()
 }
 
@@ -135,24 +146,29 @@ func (p *Probe) poll(last bool) {
 }
 
 // readFile reads f's new bytes: no link, a regular file of the expected
-// owner, at most maxProbeBytes in all.
+// owner (checked when it is first opened), at most maxProbeBytes in all.
 func (p *Probe) readFile(path string, pf *probeFile) {
-	if pf.full {
+	if pf.full || pf.bad {
 		return
 	}
-	f, err := safefile.Open(path)
-	if err != nil {
-		return
+	if pf.f == nil {
+		f, err := safefile.Open(path)
+		if err != nil {
+			pf.bad = true
+			return
+		}
+		if !ownedBy(f, p.owner) {
+			f.Close()
+			pf.bad = true
+			return
+		}
+		pf.f = f
 	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return
+	f := pf.f
+	if p.buf == nil {
+		p.buf = make([]byte, 64<<10)
 	}
-	if st, ok := fi.Sys().(*syscall.Stat_t); !ok || int(st.Uid) != p.owner {
-		return
-	}
-	buf := make([]byte, 64<<10)
+	buf := p.buf
 	for pf.off < maxProbeBytes {
 		n, err := f.ReadAt(buf[:min(int64(len(buf)), maxProbeBytes-pf.off)], pf.off)
 		if n > 0 {
@@ -187,19 +203,34 @@ func (p *Probe) readFile(path string, pf *probeFile) {
 	}
 	if pf.off >= maxProbeBytes {
 		pf.full = true
+		pf.f.Close()
+		pf.f = nil
 	}
+}
+
+// ownedBy reports whether f is owned by uid.
+func ownedBy(f *os.File, uid int) bool {
+	fi, err := f.Stat()
+	if err != nil {
+		return false
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && int(st.Uid) == uid
 }
 
 // versionLine is NCCL's version banner as its INFO level prints it; at
 // WARN (VERSION) level NCCL prints the message alone.
 var versionLine = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(` NCCL INFO (NCCL version \S+.*)$`) })
 
-// lines feeds whole lines of a debug file and gives back what NCCL would
-// have printed at WARN: its WARN lines as they are, the version banner.
+// lines gives back what NCCL would have printed at WARN of whole lines of
+// a debug file (its WARN lines as they are, the version banner), then
+// feeds them all to the matcher.
 func (p *Probe) lines(chunk []byte) {
-	if p.feed != nil {
-		p.feed(chunk)
-	}
+	defer func() {
+		if p.feed != nil {
+			p.feed(chunk)
+		}
+	}()
 	for rest := chunk; len(rest) > 0; {
 		i := bytes.IndexByte(rest, '\n')
 		l := bytes.TrimSuffix(rest[:i], []byte("\r"))
@@ -216,14 +247,15 @@ func (p *Probe) lines(chunk []byte) {
 }
 
 // Gate is CMD's stdout while the probe runs: CMD's bytes are written
-// through it unchanged, and a line the probe gives back is written only
-// between lines of CMD's output (while CMD's last byte is not a newline
-// it waits; Finish writes what still waits).
+// through it unchanged and in order, and a line the probe gives back is
+// written at once, whatever CMD's output holds. When CMD's last relayed
+// byte is not a newline (an unfinished line, a progress bar's \r), a
+// newline goes first, so that the line starts a line of its own instead of
+// being glued to CMD's; CMD's next bytes follow it.
 type Gate struct {
-	mu      sync.Mutex
-	w       io.Writer
-	open    bool // CMD's last relayed byte was not a newline
-	pending [][]byte
+	mu   sync.Mutex
+	w    io.Writer
+	open bool // CMD's last relayed byte was not a newline
 }
 
 func (g *Gate) Write(b []byte) (int, error) {
@@ -233,35 +265,18 @@ func (g *Gate) Write(b []byte) (int, error) {
 	if n > 0 {
 		g.open = b[n-1] != '\n'
 	}
-	if !g.open {
-		g.writePending()
-	}
 	return n, err
 }
 
-// emit writes line (without its newline) now or when CMD's line ends.
+// emit writes line (without its newline) now, in one write.
 func (g *Gate) emit(line []byte) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.pending = append(g.pending, append(append([]byte(nil), line...), '\n'))
-	if !g.open {
-		g.writePending()
+	b := make([]byte, 0, len(line)+2)
+	if g.open {
+		b = append(b, '\n')
 	}
-}
-
-func (g *Gate) flush() {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.open && len(g.pending) > 0 {
-		_, _ = g.w.Write([]byte{'\n'}) // CMD ended without a newline: do not glue a line to it
-		g.open = false
-	}
-	g.writePending()
-}
-
-func (g *Gate) writePending() {
-	for _, l := range g.pending {
-		_, _ = g.w.Write(l)
-	}
-	g.pending = nil
+	b = append(append(b, line...), '\n')
+	_, _ = g.w.Write(b)
+	g.open = false
 }

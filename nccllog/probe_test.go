@@ -2,34 +2,40 @@ package nccllog
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
+// TestLineGate: a given-back line is written at once; inside CMD's line
+// (unfinished, or a progress bar's \r) it starts a line of its own, and
+// CMD's bytes are all there, in order.
 func TestLineGate(t *testing.T) {
 	var b bytes.Buffer
 	g := &Gate{w: &b}
 	g.emit([]byte("W1"))
 	_, _ = g.Write([]byte("loss 0.5"))
-	g.emit([]byte("W2")) // waits: CMD is inside a line
-	assert.Equal(t, "W1\nloss 0.5", b.String())
+	g.emit([]byte("W2"))
+	assert.Equal(t, "W1\nloss 0.5\nW2\n", b.String(), "CMD is inside a line: W2 starts a new one")
 	_, _ = g.Write([]byte("1\nstep"))
-	assert.Equal(t, "W1\nloss 0.51\nstep", b.String(), "CMD's chunk ends inside a line: W2 still waits")
 	_, _ = g.Write([]byte(" 2\n"))
-	assert.Equal(t, "W1\nloss 0.51\nstep 2\nW2\n", b.String())
-	_, _ = g.Write([]byte("tail"))
 	g.emit([]byte("W3"))
-	g.flush()
-	assert.Equal(t, "W1\nloss 0.51\nstep 2\nW2\ntail\nW3\n", b.String(), "at exit a waiting line gets its own line")
+	assert.Equal(t, "W1\nloss 0.5\nW2\n1\nstep 2\nW3\n", b.String(), "after CMD's newline: no newline added")
+	_, _ = g.Write([]byte("10%\r"))
+	g.emit([]byte("W4"))
+	_, _ = g.Write([]byte("20%\r"))
+	assert.Equal(t, "W1\nloss 0.5\nW2\n1\nstep 2\nW3\n10%\r\nW4\n20%\r", b.String(), "after a \\r line: a new line")
 }
 
 func TestProbeReadsFilesAndGivesBackWarn(t *testing.T) {
@@ -124,4 +130,92 @@ func TestProbeCutsLongLines(t *testing.T) {
 	appendFile(t, f, "x WARN rest of the long line\nb\n"+long+"\nc\n")
 	p.poll(false)
 	assert.Equal(t, []string{"a", long[:MaxLine], "b", long[:MaxLine], "c"}, fed)
+}
+
+// readUntil reads r until what it read contains want, and returns it; it
+// fails the test when want has not come within the deadline.
+func readUntil(t *testing.T, r io.Reader, want string, deadline time.Duration) string {
+	t.Helper()
+	got := make(chan string, 1)
+	go func() {
+		var b []byte
+		buf := make([]byte, 4096)
+		for {
+			n, err := r.Read(buf)
+			b = append(b, buf[:n]...)
+			if bytes.Contains(b, []byte(want)) || err != nil {
+				got <- string(b)
+				return
+			}
+		}
+	}()
+	select {
+	case s := <-got:
+		require.Contains(t, s, want)
+		return s
+	case <-time.After(deadline):
+		t.Fatalf("%q did not reach stdout within %v", want, deadline)
+		return ""
+	}
+}
+
+// TestProbeWarnNeverWaits: while CMD's stdout holds an unfinished line (a
+// progress bar's \r, then nothing more), a WARN NCCL writes to its debug
+// file reaches stdout at once, on a line of its own, after CMD's bytes.
+func TestProbeWarnNeverWaits(t *testing.T) {
+	for _, cmdOut := range []string{"epoch 1: 10%|#         |\r", "loss 0.5"} {
+		t.Run(strings.TrimSpace(cmdOut), func(t *testing.T) {
+			pr, pw, err := os.Pipe()
+			require.NoError(t, err)
+			defer pr.Close()
+			defer pw.Close()
+			p, err := NewProbe(pw, -1, -1)
+			require.NoError(t, err)
+			p.Start(nil)
+			defer p.Finish()
+			_, err = p.Gate().Write([]byte(cmdOut))
+			require.NoError(t, err)
+			warn := "n1:101:150 [0] misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to 10.0.0.2<5000> failed : Connection refused"
+			require.NoError(t, os.WriteFile(filepath.Join(p.Dir, "nccl.n1.101"), []byte("\n"+warn+"\n"), 0o600))
+			got := readUntil(t, pr, warn+"\n", 5*time.Second)
+			assert.Equal(t, cmdOut+"\n"+warn+"\n", got)
+		})
+	}
+}
+
+// BenchmarkProbeWarnLatency measures how long a WARN line written to a
+// debug file takes to reach stdout through the probe (docs/diagnosis.md
+// quotes the figures): go test -run - -bench ProbeWarnLatency -benchtime 200x ./nccllog/
+func BenchmarkProbeWarnLatency(b *testing.B) {
+	pr, pw, err := os.Pipe()
+	require.NoError(b, err)
+	defer pr.Close()
+	defer pw.Close()
+	p, err := NewProbe(pw, -1, -1)
+	require.NoError(b, err)
+	p.Start(nil)
+	defer p.Finish()
+	f, err := os.OpenFile(filepath.Join(p.Dir, "nccl.n1.101"), os.O_CREATE|os.O_WRONLY, 0o600)
+	require.NoError(b, err)
+	defer f.Close()
+	var lat []time.Duration
+	buf := make([]byte, 4096)
+	for i := 0; b.Loop(); i++ {
+		line := fmt.Sprintf("n1:101:150 [0] misc/socket.cc:484 NCCL WARN probe latency %d\n", i)
+		start := time.Now()
+		_, err := f.WriteString("\n" + line)
+		require.NoError(b, err)
+		var got []byte
+		for !bytes.HasSuffix(got, []byte(line)) {
+			n, err := pr.Read(buf)
+			require.NoError(b, err)
+			got = append(got, buf[:n]...)
+		}
+		lat = append(lat, time.Since(start))
+	}
+	slices.Sort(lat)
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	b.ReportMetric(ms(lat[len(lat)/2]), "p50-ms")
+	b.ReportMetric(ms(lat[len(lat)*99/100]), "p99-ms")
+	b.ReportMetric(ms(lat[len(lat)-1]), "max-ms")
 }

@@ -2,7 +2,6 @@ package nccllog
 
 import (
 	"bytes"
-	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -10,7 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ncclrun/ncclrun/launcher"
+	"github.com/ncclrun/ncclrun/internal/cmdkind"
 	"github.com/ncclrun/ncclrun/preflight"
 )
 
@@ -19,6 +18,8 @@ func TestProbeOff(t *testing.T) {
 	require.NoError(t, err)
 	defer pipe.Close()
 	defer w.Close()
+	assert.True(t, StdoutFile(w))
+	assert.False(t, StdoutFile(&bytes.Buffer{}))
 	devs := []preflight.RDMADevice{{Name: "mlx5_0", UverbsPresent: true, Ports: []preflight.RDMAPort{{Port: 1, State: "ACTIVE"}}}}
 	usable := preflight.Result{ID: preflight.IDRDMA, Status: preflight.OK, Details: map[string]any{"devices": devs}}
 	gpu := preflight.Result{ID: preflight.IDGPU, Status: preflight.OK}
@@ -29,24 +30,24 @@ func TestProbeOff(t *testing.T) {
 		conf  map[string]string
 		rep   preflight.Report
 		path  string
-		out   io.Writer
+		out   bool
 		wants string // "" = on
 	}{
-		{"on", nil, nil, on, "/usr/bin/torchrun", w, ""},
-		{"user's subsys", []string{"NCCL_DEBUG_SUBSYS=INIT"}, nil, on, "python3", w, "NCCL_DEBUG_SUBSYS is set"},
-		{"user's file", []string{"NCCL_DEBUG_FILE=/tmp/x.%p"}, nil, on, "python3", w, "NCCL_DEBUG_FILE is set"},
-		{"file in nccl.conf", nil, map[string]string{"NCCL_DEBUG_FILE": "/tmp/x"}, on, "python3", w, "config file"},
-		{"user's NCCL_DEBUG=WARN is theirs", []string{"NCCL_DEBUG=WARN"}, nil, on, "python3", w, "NCCL_DEBUG is set"},
-		{"NCCL_DEBUG in nccl.conf", nil, map[string]string{"NCCL_DEBUG": "WARN"}, on, "python3", w, "NCCL_DEBUG is set in NCCL's config file"},
-		{"mpirun", nil, nil, on, "/usr/bin/mpirun", w, "mpirun starts ranks on other hosts"},
-		{"srun", nil, nil, on, "srun", w, "srun starts ranks"},
-		{"stdout not a file", nil, nil, on, "python3", &bytes.Buffer{}, "stdout"},
-		{"no GPU", nil, nil, preflight.Report{Checks: []preflight.Result{usable}}, "python3", w, "no GPU"},
-		{"no usable port", nil, nil, preflight.Report{Checks: []preflight.Result{gpu}}, "python3", w, "no usable RDMA port"},
+		{"on", nil, nil, on, "/usr/bin/torchrun", true, ""},
+		{"user's subsys", []string{"NCCL_DEBUG_SUBSYS=INIT"}, nil, on, "python3", true, "NCCL_DEBUG_SUBSYS is set"},
+		{"user's file", []string{"NCCL_DEBUG_FILE=/tmp/x.%p"}, nil, on, "python3", true, "NCCL_DEBUG_FILE is set"},
+		{"file in nccl.conf", nil, map[string]string{"NCCL_DEBUG_FILE": "/tmp/x"}, on, "python3", true, "config file"},
+		{"user's NCCL_DEBUG=WARN is theirs", []string{"NCCL_DEBUG=WARN"}, nil, on, "python3", true, "NCCL_DEBUG is set"},
+		{"NCCL_DEBUG in nccl.conf", nil, map[string]string{"NCCL_DEBUG": "WARN"}, on, "python3", true, "NCCL_DEBUG is set in NCCL's config file"},
+		{"mpirun", nil, nil, on, "/usr/bin/mpirun", true, "mpirun starts ranks on other hosts"},
+		{"srun", nil, nil, on, "srun", true, "srun starts ranks"},
+		{"stdout not a file", nil, nil, on, "python3", false, "stdout"},
+		{"no GPU", nil, nil, preflight.Report{Checks: []preflight.Result{usable}}, "python3", true, "no GPU"},
+		{"no usable port", nil, nil, preflight.Report{Checks: []preflight.Result{gpu}}, "python3", true, "no usable RDMA port"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			why := ProbeOff(tt.env, tt.conf, launcher.Command{Path: tt.path}, tt.out, tt.rep)
+			why := ProbeOff(tt.env, tt.conf, cmdkind.Command{Path: tt.path}, tt.out, tt.rep)
 			if tt.wants == "" {
 				assert.Empty(t, why)
 			} else {
@@ -54,6 +55,10 @@ func TestProbeOff(t *testing.T) {
 			}
 		})
 	}
+	// A launch script's mpirun starts remote ranks as mpirun itself does:
+	// the env forwarding would hand them the private NCCL_DEBUG_FILE.
+	script := cmdkind.Command{Path: "bash", Args: []string{"-c", "mpirun --host a,b -np 2 python train.py"}}
+	assert.Equal(t, "mpirun starts ranks on other hosts", ProbeOff(nil, nil, script, true, on))
 }
 
 // TestProbeEnv: the probe sends NCCL's INIT and NET INFO lines to a file

@@ -6,8 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/ncclrun/ncclrun/internal/cmdkind"
 	"github.com/ncclrun/ncclrun/internal/environ"
-	"github.com/ncclrun/ncclrun/launcher"
 )
 
 // TorchFile is where torchrun will write the first failing rank's
@@ -18,7 +18,7 @@ import (
 // asks for it (nil otherwise) and a cleanup that removes the directory.
 // otherUser says that CMD runs as another user, who must be able to create
 // the file.
-func TorchFile(env []string, cmd launcher.Command, otherUser bool) (path string, ask *launcher.EnvVar, cleanup func()) {
+func TorchFile(env []string, cmd cmdkind.Command, otherUser bool) (path string, ask *environ.Var, cleanup func()) {
 	cleanup = func() {}
 	if v, set := environ.Lookup(env, "TORCHELASTIC_ERROR_FILE"); set {
 		if v == "" {
@@ -37,7 +37,7 @@ func TorchFile(env []string, cmd launcher.Command, otherUser bool) (path string,
 		_ = os.Chmod(dir, 0o1777)
 	}
 	path = filepath.Join(dir, "error.json")
-	return path, &launcher.EnvVar{Name: "TORCHELASTIC_ERROR_FILE", Value: path,
+	return path, &environ.Var{Name: "TORCHELASTIC_ERROR_FILE", Value: path,
 		Reason: "torchrun writes the first failing rank's exception there for ncclrun's report"}, func() { os.RemoveAll(dir) }
 }
 

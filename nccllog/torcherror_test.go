@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ncclrun/ncclrun/launcher"
+	"github.com/ncclrun/ncclrun/internal/cmdkind"
 )
 
 func TestParseTorchrunError(t *testing.T) {
@@ -71,12 +71,12 @@ func TestTorchFile(t *testing.T) {
 		{"the user's empty one", "torchrun", []string{"TORCHELASTIC_ERROR_FILE="}, ""},
 		{"not torchrun", "python3", nil, ""},
 	} {
-		path, ask, cleanup := TorchFile(tc.env, launcher.Command{Path: tc.path}, false)
+		path, ask, cleanup := TorchFile(tc.env, cmdkind.Command{Path: tc.path}, false)
 		assert.Equal(t, tc.want, path, tc.name)
 		assert.Nil(t, ask, tc.name)
 		cleanup()
 	}
-	path, ask, cleanup := TorchFile(nil, launcher.Command{Path: "/usr/bin/torchrun"}, false)
+	path, ask, cleanup := TorchFile(nil, cmdkind.Command{Path: "/usr/bin/torchrun"}, false)
 	require.NotNil(t, ask)
 	assert.Equal(t, "TORCHELASTIC_ERROR_FILE", ask.Name)
 	assert.Equal(t, path, ask.Value)

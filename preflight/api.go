@@ -246,6 +246,14 @@ type MemlockFacts struct {
 	// "" when nothing needs fixing.
 	Rule string
 	Fix  string
+	// Source says in one sentence where a Slurm task's limit came from
+	// (slurmd's own, the submitting shell's, or srun passing ncclrun's on)
+	// and how that was learned; "" where there is nothing to say
+	// (docs/slurm.md). SourceFix is the fix for that source, "" when the
+	// source is unknown; it is set even where the check did not judge
+	// the limit (no RDMA device), for a memlock failure seen in CMD's output.
+	Source    string
+	SourceFix string
 }
 
 // GPUDirectFacts say which GPUDirect RDMA peer-memory path the host offers.

@@ -94,6 +94,14 @@ func run(ctx context.Context, s sysRoot, opts Options, treeEnvOK bool) Report {
 			crioAdvice(s, kind, &r)
 			verdict = v
 			rep.Facts.Memlock = MemlockFacts{Rule: v.rule, Fix: r.Fix}
+			if creds.memlockErr == nil {
+				before := creds.memlock
+				if opts.MemlockBefore != nil {
+					before = *opts.MemlockBefore
+				}
+				rep.Facts.Memlock.Source, rep.Facts.Memlock.SourceFix = slurmAdvice(s, kind, before, creds.memlock, opts.Plan.Exec, &r)
+				rep.Facts.Memlock.Fix = r.Fix
+			}
 			return r
 		}},
 		{IDCapabilities, func() Result { return checkCapabilities(creds, plan, verdict, kind) }},

@@ -39,11 +39,8 @@ type settings struct {
 	noPTY      bool
 	// noTransportProbe turns the transport probe off (probe.go).
 	noTransportProbe bool
-	ff               failFast // --on-degraded, --stop-grace, --misconfig-exit (failfast.go)
-	// hangAfter is --hang-after (0: off); onHang is --on-hang, "warn" or
-	// "stop".
-	hangAfter time.Duration
-	onHang    string
+	ff               failFast     // --on-degraded, --stop-grace, --misconfig-exit (failfast.go)
+	hang             hangSettings // --hang-after, --on-hang (hang.go)
 }
 
 var userRE = sync.OnceValue(func() *regexp.Regexp {
@@ -81,7 +78,7 @@ func ncclDebugLevel(v string) bool {
 // parseSettings reads and validates the flags the running command owns
 // (internal/cmdline); every mistake is a usage error naming the flag.
 func parseSettings(c *cli.Context) (settings, error) {
-	s := settings{ncclDebug: "WARN", ncclIB: true, onHang: "warn"}
+	s := settings{ncclDebug: "WARN", ncclIB: true}
 	owns := func(name string) bool {
 		_, ok := cmdline.Lookup(c.Command.Name, name)
 		return ok
@@ -137,11 +134,11 @@ func parseSettings(c *cli.Context) (settings, error) {
 			return s, usagef("--%s: %q is not on or off", flagNCCLIB, c.String(flagNCCLIB))
 		}
 	}
-	s.noIB, s.noTransportProbe = c.Bool(flagNoIB), c.Bool(flagNoTransportProbe)
+	s.noIB, s.noTransportProbe, s.noWatch = c.Bool(flagNoIB), c.Bool(flagNoTransportProbe), c.Bool(flagNoWatch)
 	if c.Command.Name != "run" {
 		return s, nil
 	}
-	s.strict, s.noWatch, s.quiet, s.noPTY = c.Bool(flagStrict), c.Bool(flagNoWatch), c.Bool(flagQuiet), c.Bool(flagNoPTY)
+	s.strict, s.quiet, s.noPTY = c.Bool(flagStrict), c.Bool(flagQuiet), c.Bool(flagNoPTY)
 	s.report, s.termLog = c.String(flagReport), c.String(flagTerminationLog)
 	if s.killAfter = c.Duration(flagKillAfter); s.killAfter < 0 {
 		return s, usagef("--%s: %v is negative", flagKillAfter, s.killAfter)
@@ -149,15 +146,8 @@ func parseSettings(c *cli.Context) (settings, error) {
 	if s.ff, err = parseFailFast(c); err != nil {
 		return s, err
 	}
-	if s.hangAfter = c.Duration(flagHangAfter); s.hangAfter < 0 {
-		return s, usagef("--%s: %v is negative", flagHangAfter, s.hangAfter)
-	}
-	switch s.onHang = strings.ToLower(strings.TrimSpace(c.String(flagOnHang))); s.onHang {
-	case "":
-		s.onHang = "warn"
-	case "warn", "stop":
-	default:
-		return s, usagef("--%s: %q is not warn or stop", flagOnHang, c.String(flagOnHang))
+	if s.hang, err = parseHang(c); err != nil {
+		return s, err
 	}
 	return s, nil
 }

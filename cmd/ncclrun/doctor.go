@@ -6,7 +6,6 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/ncclrun/ncclrun/internal/pin"
 	"github.com/ncclrun/ncclrun/launcher"
 	"github.com/ncclrun/ncclrun/preflight"
 )
@@ -54,7 +53,7 @@ func cmdDoctor(c *cli.Context, e *env) error {
 }
 
 // probeMlock pins size bytes in a child with exactly the credentials CMD
-// would get (pin.Probe). It returns nil when the pin held, else why not.
+// would get (pinProbe). It returns nil when the pin held, else why not.
 func probeMlock(e *env, s settings, user *launcher.User, ambient bool, size int64) error {
 	self, err := os.Executable()
 	if err != nil {
@@ -67,6 +66,6 @@ func probeMlock(e *env, s settings, user *launcher.User, ambient bool, size int6
 		}
 		user = &u
 	}
-	return pin.Probe(self, launcher.Config{Env: e.environ, User: user, AmbientIPCLock: ambient,
+	return pinProbe(self, launcher.Config{Env: e.environ, User: user, AmbientIPCLock: ambient,
 		DropCaps: s.dropCaps, Memlock: s.memlock}, size)
 }

@@ -8,11 +8,13 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/ncclrun/ncclrun/internal/printable"
+	"github.com/ncclrun/ncclrun/launcher"
 	"github.com/ncclrun/ncclrun/preflight"
 )
 
-// cmdEnv prints the variables run would add to CMD's environment, never
-// those already set (by the user or NCCL's configuration files).
+// cmdEnv prints the variables run would add to CMD's environment on this
+// node, the transport probe's included (envProbe), never those already set
+// (by the user or NCCL's configuration files).
 //
 // --format shell (default): `export NAME='value'  # reason`, sorted by name.
 // --format json: {"NAME": {"value": "...", "reason": "..."}}, the same shape
@@ -31,7 +33,11 @@ func cmdEnv(c *cli.Context, e *env) error {
 	}
 	report := preflight.Run(c.Context, preflightOptions(s, e.environ, raiseLimits(s)))
 	printTreeWarnings(e.stderr, report)
-	_, added := s.composeEnv(e.environ, report, nil)
+	var hang []launcher.EnvVar
+	if !s.noWatch { // --no-watch execs CMD in place: no hang capture
+		hang = hangEnv(e.environ, envHangPlan())
+	}
+	_, added := s.composeEnv(e.environ, report, envProbe(s, e.environ, report), hang...)
 	if format == "json" {
 		return writeJSON(e.stdout, envMap(added))
 	}

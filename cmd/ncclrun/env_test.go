@@ -96,3 +96,34 @@ func TestVersion(t *testing.T) {
 		require.Regexp(t, `^ncclrun `+regexp.QuoteMeta(testVersion)+` \(commit `+testCommit+`, go\S+ \S+/\S+\)\n$`, r.stdout, "%v", args)
 	}
 }
+
+// TestEnvShowsProbe: on a node where run would have the transport probe
+// (GPUs and usable RDMA ports: the ib-node tree), env prints the probe's
+// variables, the debug file's directory as the pattern each run's takes;
+// --no-transport-probe or the user's NCCL_DEBUG leaves NCCL_DEBUG alone.
+func TestEnvShowsProbe(t *testing.T) {
+	root, err := filepath.Abs("../../preflight/testdata/ib-node")
+	require.NoError(t, err)
+	read := func(args []string, env ...string) map[string]string {
+		r := invocation{args: append([]string{"--root", root, "env", "--format", "json"}, args...), env: env}.run(t)
+		require.Equal(t, 0, r.code, "stderr: %q", r.stderr)
+		var m map[string]struct{ Value string }
+		require.NoError(t, json.Unmarshal([]byte(r.stdout), &m))
+		vals := map[string]string{}
+		for k, v := range m {
+			vals[k] = v.Value
+		}
+		return vals
+	}
+	got := read(nil)
+	require.Equal(t, "INFO", got["NCCL_DEBUG"])
+	require.Equal(t, "INIT,NET", got["NCCL_DEBUG_SUBSYS"])
+	require.Equal(t, filepath.Join(os.TempDir(), "ncclrun-nccl-*", "nccl.%h.%p"), got["NCCL_DEBUG_FILE"])
+
+	got = read([]string{"--no-transport-probe"})
+	require.Equal(t, "WARN", got["NCCL_DEBUG"])
+	require.NotContains(t, got, "NCCL_DEBUG_FILE")
+	got = read(nil, "NCCL_DEBUG=WARN")
+	require.NotContains(t, got, "NCCL_DEBUG_FILE")
+	require.NotContains(t, got, "NCCL_DEBUG")
+}

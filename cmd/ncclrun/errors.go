@@ -18,6 +18,7 @@ const (
 	ExitUsage          = 2   // bad flag, bad size, no CMD, unreadable explain input
 	ExitStrict         = 78  // --strict and a preflight check failed (EX_CONFIG)
 	ExitDegraded       = 79  // --on-degraded fail stopped CMD (failfast.go)
+	ExitHang           = 80  // --on-hang stop stopped CMD (hang.go)
 	ExitInternal       = 125 // ncclrun could not supervise CMD (docker run's convention)
 	ExitNotExecutable  = 126 // CMD exists but cannot be executed
 	ExitNotFound       = 127 // CMD not found

@@ -23,6 +23,14 @@ func facts(r preflight.Report, minMemlock int64) diagnosis.Facts {
 		// without /dev/infiniband still sees the host's devices there.
 		NoRDMA: r.Facts.NoRDMA,
 	}
+	// A Slurm task's limit says where it came from, and its fix is the
+	// one for that source even where doctor did not judge the limit.
+	if src := r.Facts.Memlock.Source; src != "" {
+		f.Seen += "; " + src
+	}
+	if f.MemlockFix == "" {
+		f.MemlockFix = r.Facts.Memlock.SourceFix
+	}
 	// Preflight's facts are this host's: lines of other hosts are judged
 	// without them (diagnosis.Facts.Host).
 	if h, err := os.Hostname(); err == nil {

@@ -83,3 +83,28 @@ func TestTransportFactsFromTrees(t *testing.T) {
 		})
 	}
 }
+
+// TestFactsSlurmSource: the matcher's memlock words carry where a Slurm
+// task's limit came from, and that source's fix where doctor gave none.
+func TestFactsSlurmSource(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		mem     preflight.MemlockFacts
+		seen    string
+		wantFix string
+	}{
+		{"no source", preflight.MemlockFacts{Fix: "f"}, "RLIMIT_MEMLOCK 64 KiB (soft=hard), uid 1000, CAP_IPC_LOCK not effective", "f"},
+		{"source, not judged", preflight.MemlockFacts{Source: "the limit is slurmd's own", SourceFix: "sf"},
+			"RLIMIT_MEMLOCK 64 KiB (soft=hard), uid 1000, CAP_IPC_LOCK not effective; the limit is slurmd's own", "sf"},
+		{"source, judged", preflight.MemlockFacts{Fix: "f", Source: "s", SourceFix: "sf"},
+			"RLIMIT_MEMLOCK 64 KiB (soft=hard), uid 1000, CAP_IPC_LOCK not effective; s", "f"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := preflight.Report{Command: preflight.CommandState{UID: 1000, Memlock: preflight.Rlimit{Soft: 64 << 10, Hard: 64 << 10}}}
+			r.Facts.Memlock = tc.mem
+			f := facts(r, 0)
+			assert.Equal(t, tc.seen, f.Seen)
+			assert.Equal(t, tc.wantFix, f.MemlockFix)
+		})
+	}
+}

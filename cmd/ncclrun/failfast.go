@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ncclrun/ncclrun/diagnosis"
+	"github.com/ncclrun/ncclrun/internal/cmdkind"
 	"github.com/ncclrun/ncclrun/launcher"
 )
 
@@ -76,17 +77,20 @@ func parseFailFast(c *cli.Context) (failFast, error) {
 }
 
 // configure sets the checkpoint step in the launcher's Config. The
-// training processes are torchrun's workers (its agent would die of
-// SIGUSR1), mpirun itself (Open MPI forwards SIGUSR1 and SIGUSR2 to its
-// ranks), or else CMD.
-func (f failFast) configure(cfg *launcher.Config, path string, args []string, stderr io.Writer) {
+// training processes are the ones cmdkind names: torchrun's workers (its
+// agent would die of SIGUSR1), or else CMD itself (mpirun included: Open
+// MPI forwards SIGUSR1 and SIGUSR2 to its ranks).
+func (f failFast) configure(cfg *launcher.Config, cmd cmdkind.Command, stderr io.Writer) {
 	if f.stopGrace <= 0 {
 		return
 	}
 	cfg.StopGrace, cfg.CheckpointSignal = f.stopGrace, f.checkpointSig
 	what := "CMD"
-	if (launcher.Command{Path: path, Args: args}).Torchrun() {
-		cfg.CheckpointTo, what = launcher.CheckpointWorkers, "torchrun's workers"
+	if cmd.CheckpointChildren() {
+		cfg.CheckpointTo, what = launcher.CheckpointChildren, "CMD's children"
+		if cmd.Torchrun() {
+			what = "torchrun's workers"
+		}
 	}
 	cfg.OnCheckpoint = func(term syscall.Signal, reached int) {
 		if reached == 0 {

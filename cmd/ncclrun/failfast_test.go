@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ncclrun/ncclrun/diagnosis"
+	"github.com/ncclrun/ncclrun/internal/cmdkind"
 	"github.com/ncclrun/ncclrun/launcher"
 )
 
@@ -277,19 +278,19 @@ func TestCheckpointTargets(t *testing.T) {
 		args []string
 		to   launcher.Checkpoint
 	}{
-		{"torchrun", []string{"train.py"}, launcher.CheckpointWorkers},
-		{"/usr/bin/python3", []string{"-m", "torch.distributed.run", "train.py"}, launcher.CheckpointWorkers},
+		{"torchrun", []string{"train.py"}, launcher.CheckpointChildren},
+		{"/usr/bin/python3", []string{"-m", "torch.distributed.run", "train.py"}, launcher.CheckpointChildren},
 		{"mpirun", []string{"-np", "8", "python3", "train.py"}, launcher.CheckpointChild},
 		{"python3", []string{"train.py"}, launcher.CheckpointChild},
 	}
 	for _, tc := range tests {
 		var cfg launcher.Config
-		f.configure(&cfg, tc.path, tc.args, io.Discard)
+		f.configure(&cfg, cmdkind.Command{Path: tc.path, Args: tc.args}, io.Discard)
 		assert.Equal(t, tc.to, cfg.CheckpointTo, tc.path)
 		assert.Equal(t, syscall.Signal(unix.SIGUSR1), cfg.CheckpointSignal)
 		assert.Equal(t, time.Minute, cfg.StopGrace)
 	}
 	var cfg launcher.Config
-	failFast{}.configure(&cfg, "torchrun", nil, io.Discard)
+	failFast{}.configure(&cfg, cmdkind.Command{Path: "torchrun"}, io.Discard)
 	assert.Equal(t, launcher.Config{}, cfg)
 }

@@ -10,7 +10,7 @@ import (
 // TestLintFailOn: --fail-on (and NCCLRUN_LINT_FAIL_ON) sets the least
 // severity that exits 1; error is the default; SARIF levels do not move.
 func TestLintFailOn(t *testing.T) {
-	warnOnly := "../../examples/kubernetes/b-nonroot-filecap.yaml"
+	warnOnly := lintData + "/rules/filecap-exec.yaml" // pod-security, not silenced
 	infoOnly := lintData + "/rules/root-default.yaml"
 	for _, tc := range []struct {
 		args []string

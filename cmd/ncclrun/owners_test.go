@@ -144,8 +144,8 @@ func TestHangFlags(t *testing.T) {
 				return
 			}
 			require.NoError(t, err)
-			assert.Equal(t, tc.after, got.hangAfter)
-			assert.Equal(t, tc.on, got.onHang)
+			assert.Equal(t, tc.after, got.hang.after)
+			assert.Equal(t, tc.on == "stop", got.hang.stop)
 		})
 	}
 }

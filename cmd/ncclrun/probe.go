@@ -1,9 +1,9 @@
 package main
 
 import (
-	"io"
 	"strings"
 
+	"github.com/ncclrun/ncclrun/internal/cmdkind"
 	"github.com/ncclrun/ncclrun/launcher"
 	"github.com/ncclrun/ncclrun/nccllog"
 	"github.com/ncclrun/ncclrun/preflight"
@@ -13,9 +13,10 @@ import (
 // flags turn it off first, then the probe's directory and variables join
 // the child's plan.
 
-// probeOff says why the probe is off for this run, "" when it may run.
-// userEnv is the user's environment, conf what NCCL's config files set.
-func probeOff(s settings, userEnv []string, conf map[string]string, rep preflight.Report, path string, stdout io.Writer) string {
+// probeOff says why the probe is off for a run of cmd, "" when it may run.
+// userEnv is the user's environment, conf what NCCL's config files set,
+// stdoutFile whether run's stdout is a pipe or a file (nccllog.StdoutFile).
+func probeOff(s settings, userEnv []string, conf map[string]string, rep preflight.Report, cmd cmdkind.Command, stdoutFile bool) string {
 	switch {
 	case s.noTransportProbe:
 		return "--no-transport-probe"
@@ -24,7 +25,19 @@ func probeOff(s settings, userEnv []string, conf map[string]string, rep prefligh
 	case !strings.EqualFold(s.ncclDebug, "WARN"):
 		return "--nccl-debug is not WARN"
 	}
-	return nccllog.ProbeOff(userEnv, conf, launcher.Command{Path: path}, stdout, rep)
+	return nccllog.ProbeOff(userEnv, conf, cmd, stdoutFile, rep)
+}
+
+// envProbe is what `ncclrun env` shows of the probe: its variables when a
+// run on this node would have it (as planProbe's Env),
+// for a CMD whose ranks all run here and a stdout that is a pipe or a file,
+// as in a pod; the directory's name is a pattern, since each run makes its
+// own.
+func envProbe(s settings, userEnv []string, rep preflight.Report) []launcher.EnvVar {
+	if probeOff(s, userEnv, rep.NCCLConf, rep, cmdkind.Command{}, true) != "" {
+		return nil
+	}
+	return nccllog.ProbeEnv(nccllog.ProbeDirPattern())
 }
 
 // planProbe starts planning the probe for run's child: nil when it is off
@@ -32,7 +45,7 @@ func probeOff(s settings, userEnv []string, conf map[string]string, rep prefligh
 // variables for composeEnv. The directory is owned by CMD's uid
 // when run drops to another user.
 func planProbe(e *env, j *runJob, rep preflight.Report) *nccllog.Probe {
-	if probeOff(j.s, e.environ, rep.NCCLConf, rep, j.path, e.stdout) != "" {
+	if probeOff(j.s, e.environ, rep.NCCLConf, rep, j.command(e.environ), nccllog.StdoutFile(e.stdout)) != "" {
 		return nil
 	}
 	uid, gid := -1, -1

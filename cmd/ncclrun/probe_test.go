@@ -1,15 +1,22 @@
 package main
 
 import (
+	"bytes"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
+	"github.com/ncclrun/ncclrun/internal/cmdkind"
 	"github.com/ncclrun/ncclrun/preflight"
 )
 
@@ -38,7 +45,7 @@ func TestProbeOff(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			why := probeOff(tt.s, tt.env, nil, on, "python3", w)
+			why := probeOff(tt.s, tt.env, nil, on, cmdkind.Command{Path: "python3"}, true)
 			if tt.wants == "" {
 				assert.Empty(t, why)
 			} else {
@@ -96,4 +103,98 @@ func TestRunTransportProbe(t *testing.T) {
 	assert.Equal(t, "env NCCL_DEBUG=WARN NCCL_DEBUG_SUBSYS=", lines[0])
 	assert.Equal(t, "step 1", lines[1])
 	assert.NotContains(t, r.stderr, "degraded-transport", "at WARN NCCL's INFO lines are not there to read")
+}
+
+// TestRunLaunchScriptRemote: a shell script that starts Open MPI's mpirun
+// on other hosts is a launcher of remote ranks for the probe as it is for
+// the env forwarding: the probe stays off, so the list Open MPI forwards
+// to the remote ranks names NCCL_DEBUG (WARN), never the probe's private
+// NCCL_DEBUG_FILE or NCCL_DEBUG=INFO.
+func TestRunLaunchScriptRemote(t *testing.T) {
+	root, err := filepath.Abs("../../preflight/testdata/ib-node")
+	require.NoError(t, err)
+	fakePath := fakeCommands(t, map[string]string{
+		"mpirun":    `echo "list=$OMPI_MCA_mca_base_env_list NCCL_DEBUG=$NCCL_DEBUG file=$NCCL_DEBUG_FILE"`,
+		"ompi_info": "",
+	})
+	r := invocation{args: []string{"--root", root, "run", "sh", "-c", "mpirun --host a,b -np 2 python3 train.py"}, env: []string{fakePath}}.run(t)
+	require.Equal(t, 0, r.code, "stderr: %q", r.stderr)
+	assert.Equal(t, "list=NCCL_DEBUG NCCL_DEBUG=WARN file=\n", r.stdout)
+}
+
+// TestRunProbeWarnDuringProgressBar: CMD prints a progress bar's \r line
+// and then blocks (a hang); the WARN NCCL writes meanwhile to the probe's
+// file reaches ncclrun's stdout while CMD still runs, on a line of its
+// own, and CMD's bytes are all there, in order.
+func TestRunProbeWarnDuringProgressBar(t *testing.T) {
+	root, err := filepath.Abs("../../preflight/testdata/ib-node")
+	require.NoError(t, err)
+	fifo := filepath.Join(t.TempDir(), "ck-release")
+	require.NoError(t, unix.Mkfifo(fifo, 0o600))
+	host, _ := os.Hostname()
+	host, _, _ = strings.Cut(host, ".")
+	warn := " [0] misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to 10.0.0.2<5000> failed : Connection refused"
+	fakePath := fakeCommands(t, map[string]string{"progress": `
+h=$(hostname | cut -d. -f1)
+f=$(printf '%s' "$NCCL_DEBUG_FILE" | sed "s/%h/$h/; s/%p/$$/")
+printf 'epoch 1: 10%%\r'
+printf '\n%s\n' "$h:$$:$$` + warn + `" >> "$f"
+read x < "$CK_FIFO"
+echo done
+`})
+	cmd := exec.Command(bin, "--root", root, "run", "progress")
+	cmd.Env = append(baseEnv(t), fakePath, "CK_FIFO="+fifo)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	require.NoError(t, cmd.Start())
+	release := sync.OnceFunc(func() {
+		if f, err := os.OpenFile(fifo, os.O_RDWR, 0); err == nil { // O_RDWR: never blocks on a FIFO
+			_, _ = f.WriteString("go\n")
+			f.Close()
+		}
+	})
+	t.Cleanup(func() { release(); _ = cmd.Wait() })
+
+	var got []byte
+	arrived := make(chan struct{})
+	go func() {
+		defer close(arrived)
+		buf := make([]byte, 4096)
+		for !bytes.Contains(got, []byte(warn+"\n")) {
+			n, err := stdout.Read(buf)
+			got = append(got, buf[:n]...)
+			if err != nil {
+				return
+			}
+		}
+	}()
+	select {
+	case <-arrived:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("the WARN did not reach stdout while CMD blocked (stdout so far %q, stderr %q)", got, stderr.String())
+	}
+	release()
+	rest, err := io.ReadAll(stdout)
+	require.NoError(t, err)
+	require.NoError(t, cmd.Wait())
+	assert.Equal(t, "epoch 1: 10%\r\n"+host+":", string(got[:len("epoch 1: 10%\r\n")+len(host)+1]))
+	assert.True(t, strings.HasSuffix(string(got), warn+"\n"), "%q", got)
+	assert.Equal(t, "done\n", string(rest))
+}
+
+// TestRunProbeFakeNCCL: the fake NCCL writes the probe's private file as
+// NCCL does, so under the probe its INFO lines reach the matcher (sockets
+// beside usable ports: degraded-transport) and not stdout, where the
+// banner NCCL prints at WARN is given back.
+func TestRunProbeFakeNCCL(t *testing.T) {
+	root, err := filepath.Abs("../../preflight/testdata/ib-node")
+	require.NoError(t, err)
+	r := invocation{args: []string{"--root", root, "run", "--", bin, "fake-nccl", "--net", "socket", "--pin", "0"}}.run(t)
+	require.Equal(t, 0, r.code, "stderr: %q", r.stderr)
+	assert.NotContains(t, r.stdout, "NCCL INFO")
+	assert.Contains(t, r.stdout, "NCCL version 2.21.5+cuda12.4\n")
+	assert.Contains(t, r.stdout, "fake-nccl: all-reduce OK on 1 ranks")
+	assert.Contains(t, r.stderr, "degraded-transport")
 }

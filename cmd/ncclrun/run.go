@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ncclrun/ncclrun/diagnosis"
+	"github.com/ncclrun/ncclrun/internal/cmdkind"
 	"github.com/ncclrun/ncclrun/internal/environ"
 	"github.com/ncclrun/ncclrun/internal/safefile"
 	"github.com/ncclrun/ncclrun/launcher"
@@ -36,6 +37,8 @@ type runReport struct {
 	TapLost int64    `json:"tap_lost_lines,omitempty"`
 	Command []string `json:"command"`
 	Version string   `json:"ncclrun_version"`
+	// Hang is the evidence of a suspected hang (hang.go); absent without one.
+	Hang *hangReport `json:"hang,omitempty"`
 }
 
 // raiseLimits is the limits stage of run, doctor and env: it raises
@@ -113,7 +116,7 @@ func cmdRun(c *cli.Context, e *env) (err error) {
 		err := launcher.Exec(p.cfg) // returns only on failure
 		return &startError{cmd: j.path, err: err}
 	}
-	w := newWatch(e, rep, j.s)
+	w := newWatch(e, rep, j.s, p.hang)
 	res, err := supervise(e, j, p, w, term)
 	if err != nil {
 		return err
@@ -134,8 +137,11 @@ type runJob struct {
 	user *launcher.User
 }
 
-// command is CMD as launcher.Command, which knows what kind of launcher it is.
-func (j runJob) command() launcher.Command { return launcher.Command{Path: j.path, Args: j.args} }
+// command is CMD as cmdkind.Command, which knows what kind of command it
+// is, with env the environment CMD gets.
+func (j runJob) command(env []string) cmdkind.Command {
+	return cmdkind.Command{Path: j.path, Args: j.args, Env: env}
+}
 
 // runSettings is run's settings stage: flags checked, a command given, and
 // --user resolved once, so that a user that does not exist is a mistake in
@@ -217,6 +223,7 @@ type childPlan struct {
 	debugFile, report, termLog string
 	cleanup                    func()
 	probe                      *nccllog.Probe // nil: off (probe.go)
+	hang                       *hangRun       // nil: off (--no-watch)
 }
 
 // planChild is run's plan stage: CMD's environment (NCCL variables,
@@ -229,7 +236,7 @@ func planChild(e *env, j runJob, rep preflight.Report) childPlan {
 	var extra []launcher.EnvVar
 	if !j.s.noWatch {
 		var ask *launcher.EnvVar
-		p.torchFile, ask, p.cleanup = nccllog.TorchFile(e.environ, j.command(), j.s.user != "")
+		p.torchFile, ask, p.cleanup = nccllog.TorchFile(e.environ, j.command(e.environ), j.s.user != "")
 		if ask != nil {
 			extra = append(extra, *ask)
 		}
@@ -239,9 +246,20 @@ func planChild(e *env, j runJob, rep preflight.Report) childPlan {
 	if probe != nil {
 		transport = probe.Env()
 	}
+	// Hang capture's variables name this node's evidence directory and
+	// RAS port: a CMD that starts ranks on other hosts gets none of them
+	// (ncclrun in front of each rank there captures its own).
+	var hp hangPlan
+	if !j.s.noWatch && j.command(e.environ).Remote() == "" {
+		hp = newHangPlan(j.user)
+		extra = append(extra, hangEnv(e.environ, hp)...)
+	}
 	childEnv, added := j.s.composeEnv(e.environ, rep, transport, extra...)
-	args, childEnv, added := j.command().ForwardEnv(childEnv, added) // -x or Open MPI's env list
+	args, childEnv, added := j.command(childEnv).ForwardEnv(added) // -x or Open MPI's env list
 	p.added = added
+	if !j.s.noWatch {
+		p.hang = newHangRun(e, j.s.hang, hp, childEnv, rep.NCCLConf)
+	}
 	if v, _ := environ.Lookup(childEnv, "NCCL_DEBUG_FILE"); v != "" {
 		p.debugFile = nccllog.PinDir(v)
 	}
@@ -256,7 +274,7 @@ func planChild(e *env, j runJob, rep preflight.Report) childPlan {
 		KillAfter:      j.s.killAfter,
 		NoPTY:          j.s.noPTY,
 	}
-	j.s.ff.configure(&p.cfg, j.path, j.args, e.stderr)
+	j.s.ff.configure(&p.cfg, j.command(childEnv), e.stderr)
 	if probe != nil {
 		attachProbe(&p, probe, added)
 	}
@@ -270,12 +288,18 @@ type watch struct {
 	*diagnosis.Watch
 	started time.Time // just before CMD started, less the file times' granularity
 	ff      *failRun  // --on-degraded (failfast.go); nil: the default policy
+	hang    *hangRun  // hang capture (hang.go); nil: off
 	cmd     string    // CMD as given, for the line that says it is stopped
 }
 
-func newWatch(e *env, rep preflight.Report, s settings) *watch {
-	w := &watch{ff: newFailRun(s.ff)}
-	w.Watch = diagnosis.NewWatch(facts(rep, s.minMemlockOrDefault()), e.stderr, func(d diagnosis.Diagnosis) string { return w.ff.found(d, w.cmd) })
+func newWatch(e *env, rep preflight.Report, s settings, h *hangRun) *watch {
+	w := &watch{ff: newFailRun(s.ff), hang: h}
+	w.Watch = diagnosis.NewWatch(facts(rep, s.minMemlockOrDefault()), e.stderr, func(d diagnosis.Diagnosis) string {
+		if w.hang != nil {
+			w.hang.found(d)
+		}
+		return w.ff.found(d, w.cmd)
+	})
 	return w
 }
 
@@ -299,6 +323,12 @@ func supervise(e *env, j runJob, p childPlan, w *watch, term <-chan os.Signal) (
 	cfg := p.cfg
 	cfg.Tap = w
 	cfg.Stop = w.ff.stopChan()
+	if p.hang != nil {
+		if p.hang.s.after > 0 {
+			cfg.Tap = hangTap{Tap: w, h: p.hang}
+		}
+		cfg.Stop = anyStop(cfg.Stop, p.hang.stopChan())
+	}
 	w.cmd = j.path
 	cfg.OnOutputError = func(st launcher.Stream, err error) {
 		name := "stdout"
@@ -313,6 +343,9 @@ func supervise(e *env, j runJob, p childPlan, w *watch, term <-chan os.Signal) (
 	w.started = time.Now().Add(-time.Second) // file times have coarse granularity
 	if p.probe != nil {
 		p.probe.Start(w.sourceLines)
+	}
+	if p.hang != nil {
+		p.hang.start(j.path)
 	}
 	res, err := launcher.Run(cfg)
 	if err != nil {
@@ -346,6 +379,7 @@ type outcome struct {
 	// (failfast.go) changed it and note says why.
 	code int
 	note string
+	hang *hangReport // the report's hang object (hang.go)
 }
 
 // collect is run's collect stage: with NCCL_DEBUG_FILE, NCCL's lines went
@@ -363,12 +397,21 @@ func collect(e *env, j runJob, p childPlan, w *watch, res launcher.Result, term 
 		<-term // signals during the run were the launcher's to forward
 	}
 	w.ff.end() // CMD has exited: nothing more to stop
+	if p.hang != nil {
+		p.hang.end() // a capture under way ends first
+	}
 	var reads nccllog.ExitReads
 	if p.debugFile != "" || p.torchFile != "" {
 		reads = exitFiles(p, j, w.started).Read(func(r io.Reader) { _ = nccllog.Split(r, w.sourceLines) }, term)
 	}
 	out.ds, out.first, out.printed = w.Result()
 	out.code, out.note = w.ff.verdict(res, out.ds)
+	if p.hang != nil {
+		if code, note, ok := p.hang.verdict(res); ok && out.note == "" {
+			out.code, out.note = code, note
+		}
+		out.hang = p.hang.report()
+	}
 	if res.Signal != 0 {
 		out.sigName = unix.SignalName(res.Signal)
 		if out.sigName == "" {
@@ -417,6 +460,7 @@ func reportOutcome(e *env, j runJob, rep preflight.Report, p childPlan, out outc
 			ExitCode: res.ExitCode, TorchrunError: out.te,
 			TapShed: res.TapShed, TapLost: res.TapLost,
 			Command: append([]string{j.path}, p.cfg.Args...), Version: version,
+			Hang: out.hang,
 		}
 		if out.sigName != "" {
 			rr.Signal = &out.sigName

@@ -75,6 +75,13 @@ const (
 	// scopes may not take crio.service's LimitMEMLOCK). One text for every
 	// platform: it is about the node's runtime.
 	CRIOUlimits Fix = "crio-ulimits"
+	// SlurmdMemlock: a Slurm task's limit is slurmd's own; raise it in
+	// slurmd's systemd unit. One text for every platform: it is about
+	// the node's slurmd.
+	SlurmdMemlock Fix = "slurmd-memlock"
+	// SlurmPropagation: a Slurm task's soft limit is the submitting
+	// shell's (PropagateResourceLimits); stop propagating MEMLOCK.
+	SlurmPropagation Fix = "slurm-propagation"
 )
 
 // Who is the user CMD runs as, for fixes that name it.
@@ -139,7 +146,7 @@ func Text(f Fix, p Platform, w Who) string {
 	case UserNamespace:
 		return "set the limit where the container is started, or leave the user namespace (Kubernetes `hostUsers: true`; rootful Docker or Podman)"
 	case PrivilegedNamespace:
-		return "Pod Security Admission's baseline and restricted levels reject an added IPC_LOCK: run the pod in a namespace labelled `pod-security.kubernetes.io/enforce: privileged`, or add no capability and set the limit per pod or per node"
+		return "Pod Security Admission's baseline and restricted levels reject an added IPC_LOCK: add no capability and let the runtime set the pod's limit (the containerd/nri ulimit-adjuster annotation, admitted under `restricted`) or the node's; only where the pod must add the capability, run it in a namespace labelled `pod-security.kubernetes.io/enforce: privileged`"
 	case DriverUpgrade:
 		switch p {
 		case Kubernetes:
@@ -164,6 +171,10 @@ func Text(f Fix, p Platform, w Who) string {
 		}
 	case CRIOUlimits:
 		return "CRI-O with the systemd cgroup manager starts each container in a transient systemd scope, which may take its limits from systemd's DefaultLimitMEMLOCK rather than crio.service's LimitMEMLOCK (cri-o/cri-o#10006, disputed), so set the limit in CRI-O itself first: `default_ulimits = [\"memlock=-1:-1\"]` in the [crio.runtime] table of /etc/crio/crio.conf (or a file in /etc/crio/crio.conf.d/), `systemctl restart crio`, then run `ncclrun doctor` in a new pod to see the limit it really gets"
+	case SlurmdMemlock:
+		return "start slurmd with an unlimited memlock limit on every node: `systemctl edit slurmd`, add `[Service]` and `LimitMEMLOCK=infinity`, then `systemctl restart slurmd` (steps started before keep the old limit; check: `grep 'locked memory' /proc/$(pidof slurmd)/limits`); and set `PropagateResourceLimitsExcept=MEMLOCK` in slurm.conf (`scontrol reconfigure`) so that a login node's limit does not replace it"
+	case SlurmPropagation:
+		return "set `PropagateResourceLimitsExcept=MEMLOCK` in slurm.conf on every node and run `scontrol reconfigure`, so that tasks keep slurmd's limit instead of the submitting shell's (check: `scontrol show config | grep -i propagate`); for one job, `srun --propagate=NONE`, or `ulimit -l unlimited` in the submitting shell before sbatch or srun where its hard limit allows; slurmd itself needs `LimitMEMLOCK=infinity` in its systemd unit"
 	case PodMemlock:
 		return "where no capability may be added (Pod Security `baseline` or `restricted`), let the runtime set the pod's limit: containerd >= 1.7 (NRI enabled; on by default from 2.0) or CRI-O >= 1.26 with NRI, the containerd/nri ulimit-adjuster plugin as a DaemonSet, and the pod annotation `ulimits.noderesource.dev/container.<container name>: '[{type: RLIMIT_MEMLOCK, soft: 18446744073709551615, hard: 18446744073709551615}]'` (examples/kubernetes/d-nri-ulimit/)"
 	}

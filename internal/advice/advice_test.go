@@ -1,6 +1,7 @@
 package advice
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -8,12 +9,25 @@ import (
 )
 
 func TestEveryFixHasATextForEveryPlatform(t *testing.T) {
-	for _, f := range []Fix{RaiseMemlock, Ambient, RootUser, AddIPCLock, AddSetid, ExecForm, ShmSize, PodMemlock, UserNamespace, PrivilegedNamespace, DriverUpgrade, FabricManager} {
+	for _, f := range []Fix{RaiseMemlock, Ambient, RootUser, AddIPCLock, AddSetid, ExecForm, ShmSize, PodMemlock, UserNamespace, PrivilegedNamespace, DriverUpgrade, FabricManager, SlurmdMemlock, SlurmPropagation} {
 		for _, p := range Platforms {
 			assert.NotEmpty(t, Text(f, p, Who{UID: 1000, GID: 1000}), "%s on %s", f, p)
 		}
 	}
 	assert.Empty(t, Text("nope", Host, Who{}))
+}
+
+// TestSlurmFixes: the two Slurm sources' fixes are given in slurm.conf's
+// and systemd's words.
+func TestSlurmFixes(t *testing.T) {
+	slurmd := Text(SlurmdMemlock, Slurm, Who{})
+	assert.Contains(t, slurmd, "`LimitMEMLOCK=infinity`")
+	assert.Contains(t, slurmd, "`systemctl restart slurmd`")
+	assert.Contains(t, slurmd, "`PropagateResourceLimitsExcept=MEMLOCK`")
+	prop := Text(SlurmPropagation, Slurm, Who{})
+	assert.Contains(t, prop, "`PropagateResourceLimitsExcept=MEMLOCK`")
+	assert.Contains(t, prop, "`scontrol show config | grep -i propagate`")
+	assert.Contains(t, prop, "`srun --propagate=NONE`")
 }
 
 func TestWho(t *testing.T) {
@@ -60,4 +74,16 @@ func TestCRIOUlimits(t *testing.T) {
 	got, err := Expand("{advice:crio-ulimits}")
 	require.NoError(t, err)
 	assert.Contains(t, got, "default_ulimits")
+}
+
+// TestNRIBeforePrivilegedNamespace: where a text offers Pod Security's
+// escape (a namespace at the privileged level), the NRI annotation, which
+// needs no capability and is admitted under restricted, comes first.
+func TestNRIBeforePrivilegedNamespace(t *testing.T) {
+	for _, p := range Platforms {
+		txt := Text(PrivilegedNamespace, p, Who{})
+		nri, label := strings.Index(txt, "ulimit-adjuster"), strings.Index(txt, "enforce: privileged")
+		require.True(t, nri >= 0 && label >= 0, txt)
+		assert.Less(t, nri, label, p)
+	}
 }

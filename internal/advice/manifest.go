@@ -97,7 +97,7 @@ func Manifest(f Fix, p Platform, s Spot) string {
 	case UserNamespace:
 		return "hostUsers: true"
 	case PrivilegedNamespace:
-		return "# the namespace (kubectl label namespace NS ...)\nmetadata:\n  labels:\n    pod-security.kubernetes.io/enforce: privileged"
+		return "# or, where the pod must add the capability: the namespace at the privileged level\n# (kubectl label namespace NS ...)\nmetadata:\n  labels:\n    pod-security.kubernetes.io/enforce: privileged"
 	}
 	return ""
 }

@@ -104,7 +104,7 @@ var Flags = []Flag{
 	{Name: "nccl-ib", Kind: String, Env: env("nccl-ib"), Commands: ncclEnv, Usage: "`on|off`: off adds no NCCL_IB_* variable at all", Default: "on"},
 	{Name: "no-transport-probe", Kind: Bool, Env: env("no-transport-probe"), Commands: ncclEnv, Usage: "keep NCCL at WARN on stdout: do not read its INIT/NET INFO lines from a private NCCL_DEBUG_FILE to learn the transport it chose"},
 	{Name: "strict", Kind: Bool, Env: env("strict"), Commands: run, Usage: "do not start CMD when a preflight check failed (exit 78)"},
-	{Name: "no-watch", Kind: Bool, Env: env("no-watch"), Commands: run, Usage: "exec CMD in place after preflight and env: no relay, no diagnosis"},
+	{Name: "no-watch", Kind: Bool, Env: env("no-watch"), Commands: ncclEnv, Usage: "exec CMD in place after preflight and env: no relay, no diagnosis"},
 	{Name: "report", Kind: String, Env: env("report"), Commands: run, Usage: "write a JSON report to `FILE` when CMD exits"},
 	{Name: "termination-log", Kind: String, Env: env("termination-log"), Commands: run, Usage: "write the termination message to `PATH` (default /dev/termination-log in Kubernetes)"},
 	{Name: "quiet", Kind: Bool, Env: env("quiet"), Commands: run, Usage: "silence preflight warnings and the exit summary (never a diagnosis)"},

@@ -58,7 +58,7 @@ func TestOwners(t *testing.T) {
 		assert.Subset(t, names(c), credentials, c)
 	}
 	assert.Equal(t, append(credentials, "probe", "json"), names("doctor"))
-	assert.Equal(t, append(credentials, "nccl-debug", "no-ib", "nccl-ib", "no-transport-probe", "format"), names("env"))
+	assert.Equal(t, append(credentials, "nccl-debug", "no-ib", "nccl-ib", "no-transport-probe", "no-watch", "format"), names("env"))
 	assert.Equal(t, []string{"json"}, names("explain"))
 	assert.Equal(t, []string{"format", "fail-on"}, names("lint"))
 	assert.Equal(t, []string{"root", "output"}, names("snapshot"))

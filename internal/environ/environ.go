@@ -96,3 +96,11 @@ func Parse(b []byte, sep byte) []string {
 	}
 	return env
 }
+
+// Var is one variable ncclrun adds to CMD's environment, with the reason
+// `ncclrun env` and run's report show for it.
+type Var struct {
+	Name   string `json:"name"`
+	Value  string `json:"value"`
+	Reason string `json:"reason"`
+}

@@ -257,24 +257,24 @@ func runRank(o options, rank, nranks int, stdout, stderr io.Writer) int {
 func (r *rankRun) run() int {
 	v, l := r.o.version, r.log
 	if v.atLeast(2, 26, 0) {
-		l.info("Bootstrap: Using %s", r.iface)
+		l.info(subInit, "Bootstrap: Using %s", r.iface)
 	} else {
-		l.info("Bootstrap : Using %s", r.iface)
+		l.info(subInit, "Bootstrap : Using %s", r.iface)
 	}
-	l.info("cudaDriverVersion 12040")
+	l.info(subInit, "cudaDriverVersion 12040")
 	if r.rank == 0 {
 		l.version("NCCL version %s+cuda12.4", v)
 	}
 	if v.atLeast(2, 23, 0) && !v.atLeast(2, 30, 0) {
-		l.info("NET/Plugin: Could not find: libnccl-net.so. Using internal net plugin.")
+		l.info(subInit|subNet, "NET/Plugin: Could not find: libnccl-net.so. Using internal net plugin.")
 	}
 	if r.o.net == "socket" {
-		l.info("NET/IB : No device found.")
-		l.info("NET/Socket : Using [0]%s", r.iface)
-		l.info("Using network Socket")
+		l.info(subInit|subNet, "NET/IB : No device found.")
+		l.info(subInit|subNet, "NET/Socket : Using [0]%s", r.iface)
+		l.info(subInit|subNet, "Using network Socket")
 	} else {
-		l.info("NET/IB : Using [0]mlx5_0:1/IB [RO]; OOB %s", r.iface)
-		l.info("Using network IB")
+		l.info(subInit|subNet, "NET/IB : Using [0]mlx5_0:1/IB [RO]; OOB %s", r.iface)
+		l.info(subInit|subNet, "Using network IB")
 	}
 	comm := 0x55d0c0000000 + rand.Uint64N(0xfffffff)&^0xf
 	commID := rand.Uint64()
@@ -284,7 +284,7 @@ func (r *rankRun) run() int {
 	if v.atLeast(2, 20, 0) {
 		initName = "ncclCommInitRankConfig"
 	}
-	l.info("%s comm 0x%x rank %d nranks %d cudaDev %d nvmlDev %d busId %s commId 0x%x - Init START",
+	l.info(subInit, "%s comm 0x%x rank %d nranks %d cudaDev %d nvmlDev %d busId %s commId 0x%x - Init START",
 		initName, comm, r.rank, r.nranks, dev, dev, busID, commID)
 
 	var err error
@@ -307,11 +307,11 @@ func (r *rankRun) run() int {
 		for i := range ring {
 			ring[i] = strconv.Itoa(i)
 		}
-		l.info("Channel 00/02 :    %s", strings.Join(ring, "   "))
-		l.info("Channel 01/02 :    %s", strings.Join(ring, "   "))
+		l.info(subInit, "Channel 00/02 :    %s", strings.Join(ring, "   "))
+		l.info(subInit, "Channel 01/02 :    %s", strings.Join(ring, "   "))
 	}
-	l.info("Connected all rings")
-	l.info("%s comm 0x%x rank %d nranks %d cudaDev %d nvmlDev %d busId %s commId 0x%x - Init COMPLETE",
+	l.info(subInit, "Connected all rings")
+	l.info(subInit, "%s comm 0x%x rank %d nranks %d cudaDev %d nvmlDev %d busId %s commId 0x%x - Init COMPLETE",
 		initName, comm, r.rank, r.nranks, dev, dev, busID, commID)
 	if r.rank == 0 {
 		fmt.Fprintf(r.stdout, "fake-nccl: all-reduce OK on %d ranks (%s pinned per rank, NCCL %s)\n",
@@ -353,7 +353,7 @@ func (r *rankRun) failRegistration(err error) int {
 	}
 	r.log.warn(loc.file, loc.line, loc.fn, msg)
 	for _, f := range regMrChain(v) {
-		r.log.info("%s -> 2", f)
+		r.log.info(subAll, "%s -> 2", f)
 	}
 	r.torchError(msg)
 	return ExitNCCL
@@ -403,7 +403,7 @@ func (r *rankRun) createShm() (int, bool) {
 		loc := shmLocation(v, "create")
 		msg := fmt.Sprintf("Error: failed to create shared memory file %s, error %s (%d)", path, strerror(errno), int(errno))
 		r.log.warn(loc.file, loc.line, loc.fn, msg)
-		r.log.info("transport/shm.cc:493 -> 2")
+		r.log.info(subAll, "transport/shm.cc:493 -> 2")
 		r.torchError(msg)
 		return ExitNCCL, false
 	}
@@ -426,8 +426,8 @@ func (r *rankRun) createShm() (int, bool) {
 		le, ls := shmLocation(v, "extend"), shmLocation(v, "segment")
 		r.log.warn(le.file, le.line, le.fn, ext)
 		r.log.warn(ls.file, ls.line, ls.fn, seg)
-		r.log.info("transport/shm.cc:551 -> 2")
-		r.log.info("transport/shm.cc:493 -> 2")
+		r.log.info(subAll, "transport/shm.cc:551 -> 2")
+		r.log.info(subAll, "transport/shm.cc:493 -> 2")
 		r.torchError(seg)
 		return ExitNCCL, false
 	}

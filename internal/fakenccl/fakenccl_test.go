@@ -296,3 +296,56 @@ func TestThreeRanksLimitZero(t *testing.T) {
 		assert.Contains(t, r.stderr, p+"Last error:\n")
 	}
 }
+
+// TestDebugFileAndSubsys: with NCCL_DEBUG_FILE each rank writes NCCL's
+// lines to its own file (%h the host name, %p its pid) and stdout keeps
+// only the program's own; NCCL_DEBUG_SUBSYS picks the INFO lines, never
+// the WARN lines or the version banner.
+func TestDebugFileAndSubsys(t *testing.T) {
+	host := hostForLog(t)
+	dir := t.TempDir()
+	r := run(t, nil, []string{"NCCL_DEBUG=INFO", "NCCL_DEBUG_SUBSYS=NET", "NCCL_DEBUG_FILE=" + dir + "/nccl.%h.%p"}, "--ranks", "2", "--pin", "0")
+	require.Equal(t, 0, r.code, "stderr: %s", r.stderr)
+	assert.Equal(t, "fake-nccl: all-reduce OK on 2 ranks (0 B pinned per rank, NCCL 2.21.5)\n", r.stdout)
+	files, err := filepath.Glob(filepath.Join(dir, "nccl.*"))
+	require.NoError(t, err)
+	require.Len(t, files, 2, "one file per rank")
+	var all string
+	for _, f := range files {
+		assert.Regexp(t, `/nccl\.`+host+`\.[0-9]+$`, f)
+		b, err := os.ReadFile(f)
+		require.NoError(t, err)
+		all += string(b)
+	}
+	assert.Contains(t, all, " NCCL INFO NET/IB : Using [0]mlx5_0:1/IB")
+	assert.Contains(t, all, " NCCL INFO NCCL version 2.21.5+cuda12.4", "the banner is every subsystem's")
+	assert.NotContains(t, all, "Init START", "INIT is not in NCCL_DEBUG_SUBSYS")
+	assert.NotContains(t, all, "Bootstrap")
+
+	r = run(t, nil, []string{"NCCL_DEBUG=INFO", "NCCL_DEBUG_SUBSYS=^NET,INIT"}, "--pin", "0")
+	require.Equal(t, 0, r.code, "stderr: %s", r.stderr)
+	assert.Regexp(t, `^`+host+`:[0-9]+:[0-9]+ \[0\] NCCL INFO NCCL version 2.21.5\+cuda12.4\nfake-nccl: all-reduce OK`, r.stdout, "the banner alone: no INIT or NET line")
+
+	r = run(t, nil, []string{"NCCL_DEBUG=INFO"}, "--pin", "0")
+	assert.Contains(t, r.stdout, "Init START", "INIT is in the default subsystems")
+
+	// NCCL opens the file above the VERSION level: at WARN the banner goes
+	// there, at VERSION to stdout and no file is made.
+	warnDir := t.TempDir()
+	r = run(t, nil, []string{"NCCL_DEBUG=WARN", "NCCL_DEBUG_FILE=" + warnDir + "/nccl.%p"}, "--pin", "0")
+	require.Equal(t, 0, r.code)
+	assert.NotContains(t, r.stdout, "NCCL version")
+	files, err = filepath.Glob(filepath.Join(warnDir, "nccl.*"))
+	require.NoError(t, err)
+	require.Len(t, files, 1)
+	b, err := os.ReadFile(files[0])
+	require.NoError(t, err)
+	assert.Equal(t, "NCCL version 2.21.5+cuda12.4\n", string(b))
+	versionDir := t.TempDir()
+	r = run(t, nil, []string{"NCCL_DEBUG=VERSION", "NCCL_DEBUG_FILE=" + versionDir + "/nccl.%p"}, "--pin", "0")
+	require.Equal(t, 0, r.code)
+	assert.Contains(t, r.stdout, "NCCL version 2.21.5+cuda12.4\n")
+	entries, err := os.ReadDir(versionDir)
+	require.NoError(t, err)
+	assert.Empty(t, entries, "at VERSION NCCL_DEBUG_FILE is not opened")
+}

@@ -70,6 +70,87 @@ func debugLevel(s string) int {
 	return levelNone
 }
 
+// NCCL's debug subsystems (src/include/nccl_common.h, ncclDebugLogSubSys):
+// every INFO line is logged with one or more of them, and
+// NCCL_DEBUG_SUBSYS picks those printed.
+const (
+	subInit      uint64 = 0x1
+	subColl      uint64 = 0x2
+	subP2P       uint64 = 0x4
+	subSHM       uint64 = 0x8
+	subNet       uint64 = 0x10
+	subGraph     uint64 = 0x20
+	subTuning    uint64 = 0x40
+	subEnv       uint64 = 0x80
+	subAlloc     uint64 = 0x100
+	subCall      uint64 = 0x200
+	subProxy     uint64 = 0x400
+	subNVLS      uint64 = 0x800
+	subBootstrap uint64 = 0x1000
+	subReg       uint64 = 0x2000
+	subProfile   uint64 = 0x4000
+	subRAS       uint64 = 0x8000
+	subAll       uint64 = ^uint64(0) // WARN lines, the version banner, NCCLCHECK's "file:line -> N"
+)
+
+var subsysNames = map[string]uint64{
+	"INIT": subInit, "COLL": subColl, "P2P": subP2P, "SHM": subSHM, "NET": subNet, "GRAPH": subGraph,
+	"TUNING": subTuning, "ENV": subEnv, "ALLOC": subAlloc, "CALL": subCall, "PROXY": subProxy,
+	"NVLS": subNVLS, "BOOTSTRAP": subBootstrap, "REG": subReg, "PROFILE": subProfile, "RAS": subRAS,
+	"ALL": subAll,
+}
+
+// debugMask reads NCCL_DEBUG_SUBSYS as NCCL's debug.cc does: unset is
+// INIT,BOOTSTRAP,ENV; otherwise a comma list of names (any case), a
+// leading ^ meaning every subsystem but those; an unknown name counts for
+// nothing.
+func debugMask(s string, set bool) uint64 {
+	if !set {
+		return subInit | subBootstrap | subEnv
+	}
+	invert := strings.HasPrefix(s, "^")
+	mask := uint64(0)
+	if invert {
+		s, mask = s[1:], subAll
+	}
+	for _, name := range strings.Split(s, ",") {
+		m := subsysNames[strings.ToUpper(name)]
+		if invert {
+			mask &^= m
+		} else {
+			mask |= m
+		}
+	}
+	return mask
+}
+
+// debugFileName expands NCCL_DEBUG_FILE as NCCL's debug.cc does: %h is the
+// host name as the log prints it, %p the pid, %% a %; any other %X stays
+// as it is.
+func debugFileName(pattern, host string, pid int) string {
+	var b strings.Builder
+	for i := 0; i < len(pattern); i++ {
+		c := pattern[i]
+		if c != '%' || i+1 == len(pattern) {
+			b.WriteByte(c)
+			continue
+		}
+		i++
+		switch pattern[i] {
+		case '%':
+			b.WriteByte('%')
+		case 'h':
+			b.WriteString(host)
+		case 'p':
+			b.WriteString(strconv.Itoa(pid))
+		default:
+			b.WriteByte('%')
+			b.WriteByte(pattern[i])
+		}
+	}
+	return b.String()
+}
+
 // logHost is gethostname() cut at the first dot with % and / replaced by -
 // (debug.cc getHostNameForLog).
 func logHost(h string) string {
@@ -80,10 +161,13 @@ func logHost(h string) string {
 }
 
 // logger prints NCCL's lines in debug.cc's format. Every line is written
-// with one Write so that ranks sharing a pipe do not interleave within it.
+// with one Write so that ranks sharing a pipe do not interleave within it,
+// and a debug file gets each line as it is logged (NCCL turns its
+// buffering off).
 type logger struct {
 	w     io.Writer
 	level int
+	mask  uint64 // NCCL_DEBUG_SUBSYS
 	v     version
 	host  string
 	pid   int
@@ -93,10 +177,20 @@ type logger struct {
 	tsAll bool   // timestamps on INFO too (NCCL_DEBUG_TIMESTAMP_LEVELS)
 }
 
+// newLogger is NCCL's log as the environment sets it up (debug.cc's
+// ncclDebugInit): NCCL_DEBUG's level, NCCL_DEBUG_SUBSYS's subsystems and,
+// above the VERSION level, NCCL_DEBUG_FILE's file, created or truncated as
+// fopen(3)'s "w" does; where that file cannot be opened, w.
 func newLogger(w io.Writer, v version, dev int) *logger {
 	h, _ := os.Hostname()
-	l := &logger{w: w, level: debugLevel(os.Getenv("NCCL_DEBUG")), v: v, host: logHost(h),
+	subsys, set := os.LookupEnv("NCCL_DEBUG_SUBSYS")
+	l := &logger{w: w, level: debugLevel(os.Getenv("NCCL_DEBUG")), mask: debugMask(subsys, set), v: v, host: logHost(h),
 		pid: os.Getpid(), tid: gettid(), dev: dev}
+	if name := debugFileName(os.Getenv("NCCL_DEBUG_FILE"), l.host, l.pid); l.level > levelVersion && name != "" {
+		if f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o666); err == nil {
+			l.w = f // left open until the process exits, as NCCL's is
+		}
+	}
 	if v.atLeast(2, 26, 0) {
 		l.tsFmt = "[%F %T] "
 		if f, ok := os.LookupEnv("NCCL_DEBUG_TIMESTAMP_FORMAT"); ok {
@@ -116,7 +210,7 @@ func (l *logger) prefix() string {
 // when NCCL_DEBUG is WARN or more. The function name is printed from NCCL
 // 2.30.7 on, the timestamp from 2.26 on.
 func (l *logger) warn(file string, line int, fn, msg string) {
-	if l.level < levelWarn {
+	if l.level < levelWarn || l.mask == 0 {
 		return
 	}
 	loc := fmt.Sprintf("%s:%d ", file, line)
@@ -127,9 +221,9 @@ func (l *logger) warn(file string, line int, fn, msg string) {
 }
 
 // info prints "host:pid:tid [dev] NCCL INFO msg" when NCCL_DEBUG is INFO or
-// more.
-func (l *logger) info(format string, a ...any) {
-	if l.level < levelInfo {
+// more and NCCL_DEBUG_SUBSYS takes one of subsys.
+func (l *logger) info(subsys uint64, format string, a ...any) {
+	if l.level < levelInfo || l.mask&subsys == 0 {
 		return
 	}
 	ts := ""
@@ -143,10 +237,11 @@ func (l *logger) info(format string, a ...any) {
 // VERSION and WARN levels, as an INFO line above.
 func (l *logger) version(format string, a ...any) {
 	switch {
+	case l.mask == 0:
 	case l.level == levelVersion || l.level == levelWarn:
 		l.write(fmt.Sprintf(format, a...) + "\n")
 	case l.level >= levelInfo:
-		l.info(format, a...)
+		l.info(subAll, format, a...)
 	}
 }
 

@@ -100,16 +100,47 @@ func TestLoggerFormats(t *testing.T) {
 		{"warn 2.30.7 function", version{2, 30, 7}, levelInfo, "[%F_%T] ", func(l *logger) { l.warn("x.cc", 1, "f", "boom") },
 			"\n[2025-06-03 16:12:09] h:10:11 [3] x.cc:1 (f) NCCL WARN boom\n"},
 		{"warn hidden when unset", version{2, 21, 5}, levelNone, "", func(l *logger) { l.warn("x.cc", 1, "f", "boom") }, ""},
-		{"info hidden at WARN", version{2, 21, 5}, levelWarn, "", func(l *logger) { l.info("hello %d", 1) }, ""},
-		{"info", version{2, 26, 2}, levelInfo, "[%F %T] ", func(l *logger) { l.info("hello %d", 1) }, "h:10:11 [3] NCCL INFO hello 1\n"},
+		{"info hidden at WARN", version{2, 21, 5}, levelWarn, "", func(l *logger) { l.info(subInit, "hello %d", 1) }, ""},
+		{"info", version{2, 26, 2}, levelInfo, "[%F %T] ", func(l *logger) { l.info(subInit, "hello %d", 1) }, "h:10:11 [3] NCCL INFO hello 1\n"},
 		{"version bare at VERSION", version{2, 21, 5}, levelVersion, "", func(l *logger) { l.version("NCCL version %s", "x") }, "NCCL version x\n"},
 		{"version as INFO", version{2, 21, 5}, levelTrace, "", func(l *logger) { l.version("NCCL version %s", "x") }, "h:10:11 [3] NCCL INFO NCCL version x\n"},
 		{"version hidden when unset", version{2, 21, 5}, levelNone, "", func(l *logger) { l.version("NCCL version %s", "x") }, ""},
 	}
 	for _, tc := range tests {
 		var b bytes.Buffer
-		l := &logger{w: &b, level: tc.level, v: tc.v, host: "h", pid: 10, tid: 11, dev: 3, tsFmt: tc.ts}
+		l := &logger{w: &b, level: tc.level, mask: subAll, v: tc.v, host: "h", pid: 10, tid: 11, dev: 3, tsFmt: tc.ts}
 		tc.do(l)
 		assert.Equal(t, tc.want, b.String(), tc.name)
+	}
+}
+
+func TestDebugMask(t *testing.T) {
+	for _, tc := range []struct {
+		s    string
+		set  bool
+		want uint64
+	}{
+		{"", false, subInit | subBootstrap | subEnv},
+		{"INIT,NET", true, subInit | subNet},
+		{"init,net", true, subInit | subNet},
+		{"NET,BOGUS", true, subNet},
+		{"^NET", true, subAll &^ subNet},
+		{"ALL", true, subAll},
+		{"^ALL", true, 0},
+		{"", true, 0},
+	} {
+		assert.Equal(t, tc.want, debugMask(tc.s, tc.set), "%q set=%v", tc.s, tc.set)
+	}
+}
+
+func TestDebugFileName(t *testing.T) {
+	for pattern, want := range map[string]string{
+		"/tmp/nccl.%h.%p":  "/tmp/nccl.h.10",
+		"/tmp/%%h-%x":      "/tmp/%h-%x",
+		"/tmp/nccl.log.%":  "/tmp/nccl.log.%",
+		"/tmp/%h/%p/%h.%p": "/tmp/h/10/h.10",
+		"":                 "",
+	} {
+		assert.Equal(t, want, debugFileName(pattern, "h", 10), pattern)
 	}
 }

@@ -1,7 +1,7 @@
 // Package pin locks memory the way NCCL's registrations need it pinned.
 //
-// Pin is the load of the fake-nccl workload and the probe behind doctor's
-// --probe (Probe starts `ncclrun probe-mlock SIZE`, which is ProbeHere).
+// Pin is the load of the fake-nccl workload and of the probe behind
+// doctor's --probe (`ncclrun probe-mlock SIZE`, which is ProbeHere).
 // It uses mlock(2), which the kernel checks against RLIMIT_MEMLOCK with
 // the same CAP_IPC_LOCK bypass that ibv_reg_mr's ib_umem_get applies
 // (docs/research/capabilities.md §1.2, §1.3): a size that Pin can lock,

@@ -100,7 +100,7 @@ NDR="400 Gb/sec (4X NDR)"
 ACTIVE="4: ACTIVE"
 LINKUP="5: LinkUp"
 
-rm -rf ib-node roce-node port-down missing-uverbs shm-64m no-peermem k8s-trap docker-root slurm userns nnp vm-root garbled k8s-cgroup-only k8s-kubelet-mounts
+rm -rf ib-node roce-node port-down missing-uverbs shm-64m no-peermem k8s-trap docker-root slurm slurm-slurmd slurm-login slurm-lowered slurm-container userns nnp vm-root garbled k8s-cgroup-only k8s-kubelet-mounts
 
 # ib-node: bare-metal root, memlock unlimited, 4 NDR HCAs, peermem, 8 GPUs.
 t=ib-node
@@ -184,6 +184,49 @@ t=slurm
 proc $t 1000 $ZERO $ZERO $ZERO $FULL $ZERO 0 65536 unlimited "$IDMAP"
 shm $t 131981768k
 gpus $t 4
+common $t 5.14.0-427.el9.x86_64
+
+# stepd TREE SOFT HARD: ncclrun's parent is slurmstepd (pid 4242), whose
+# parent is slurmd; slurmstepd holds slurmd's memlock limit SOFT/HARD.
+stepd() {
+	w "$1/proc/self/stat" "4300 (ncclrun) S 4242 4300 4300 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 100 0 0"
+	w "$1/proc/4242/stat" "4242 (slurmstepd) S 4200 4242 4200 0 -1 1077936448 0 0 0 0 0 0 0 0 20 0 4 0 90 0 0"
+	w "$1/proc/4200/stat" "4200 (slurmd) S 1 4200 4200 0 -1 1077936384 0 0 0 0 0 0 0 0 20 0 2 0 10 0 0"
+	w "$1/proc/4242/limits" \
+		"Limit                     Soft Limit           Hard Limit           Units     " \
+		"Max locked memory         $2 $3 bytes     "
+}
+
+# slurm-slurmd: uid 1000 task under a slurmd started with a 64 KiB memlock
+# limit (no LimitMEMLOCK=infinity): slurmstepd holds 64 KiB too.
+t=slurm-slurmd
+proc $t 1000 $ZERO $ZERO $ZERO $FULL $ZERO 0 65536 65536 "$IDMAP"
+stepd $t 65536 65536
+shm $t 131981768k
+common $t 5.14.0-427.el9.x86_64
+
+# slurm-login: slurmd unlimited, the task's soft 64 KiB propagated from the
+# login node's shell.
+t=slurm-login
+proc $t 1000 $ZERO $ZERO $ZERO $FULL $ZERO 0 65536 unlimited "$IDMAP"
+stepd $t unlimited unlimited
+shm $t 131981768k
+common $t 5.14.0-427.el9.x86_64
+
+# slurm-lowered: slurmd unlimited, the task's hard limit 64 KiB: set after
+# slurmstepd (a job script's ulimit), since Slurm propagates soft limits only.
+t=slurm-lowered
+proc $t 1000 $ZERO $ZERO $ZERO $FULL $ZERO 0 65536 65536 "$IDMAP"
+stepd $t unlimited unlimited
+shm $t 131981768k
+common $t 5.14.0-427.el9.x86_64
+
+# slurm-container: a task in a container with a PID namespace of its own
+# (pyxis/enroot): its parent is the namespace's init, no slurmstepd seen.
+t=slurm-container
+proc $t 1000 $ZERO $ZERO $ZERO $FULL $ZERO 0 65536 65536 "$IDMAP"
+w $t/proc/self/stat "7 (ncclrun) S 1 7 1 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 100 0 0"
+shm $t 131981768k
 common $t 5.14.0-427.el9.x86_64
 
 # userns: rootless container, root with all capabilities inside its namespace.

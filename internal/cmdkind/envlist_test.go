@@ -1,4 +1,4 @@
-package launcher
+package cmdkind
 
 import (
 	"testing"
@@ -9,37 +9,37 @@ import (
 )
 
 func TestWithOpenMPIEnvList(t *testing.T) {
-	debug := EnvVar{Name: "NCCL_DEBUG", Value: "WARN"}
-	hca := EnvVar{Name: "NCCL_IB_HCA", Value: "=mlx5_0"}
+	debug := environ.Var{Name: "NCCL_DEBUG", Value: "WARN"}
+	hca := environ.Var{Name: "NCCL_IB_HCA", Value: "=mlx5_0"}
 	tests := []struct {
 		name     string
 		env      []string
-		added    []EnvVar
+		added    []environ.Var
 		wantEnv  []string
 		wantList string // "": no OMPI_MCA_mca_base_env_list added
 	}{
 		{"nothing added", []string{"PATH=/bin"}, nil, []string{"PATH=/bin"}, ""},
-		{"names joined by ';', env sorted", []string{"A=1", "NCCL_DEBUG=WARN", "NCCL_IB_HCA==mlx5_0", "PATH=/bin"}, []EnvVar{debug, hca},
+		{"names joined by ';', env sorted", []string{"A=1", "NCCL_DEBUG=WARN", "NCCL_IB_HCA==mlx5_0", "PATH=/bin"}, []environ.Var{debug, hca},
 			[]string{"A=1", "NCCL_DEBUG=WARN", "NCCL_IB_HCA==mlx5_0", "OMPI_MCA_mca_base_env_list=NCCL_DEBUG;NCCL_IB_HCA", "PATH=/bin"},
 			"NCCL_DEBUG;NCCL_IB_HCA"},
-		{"the user's list is extended", []string{"NCCL_DEBUG=WARN", "OMPI_MCA_mca_base_env_list=FOO;BAR=1"}, []EnvVar{debug},
+		{"the user's list is extended", []string{"NCCL_DEBUG=WARN", "OMPI_MCA_mca_base_env_list=FOO;BAR=1"}, []environ.Var{debug},
 			[]string{"NCCL_DEBUG=WARN", "OMPI_MCA_mca_base_env_list=FOO;BAR=1;NCCL_DEBUG"}, "FOO;BAR=1;NCCL_DEBUG"},
-		{"the user's list ending in the delimiter: no empty entry", []string{"NCCL_DEBUG=WARN", "OMPI_MCA_mca_base_env_list=FOO;"}, []EnvVar{debug},
+		{"the user's list ending in the delimiter: no empty entry", []string{"NCCL_DEBUG=WARN", "OMPI_MCA_mca_base_env_list=FOO;"}, []environ.Var{debug},
 			[]string{"NCCL_DEBUG=WARN", "OMPI_MCA_mca_base_env_list=FOO;NCCL_DEBUG"}, "FOO;NCCL_DEBUG"},
-		{"a name the user lists is not repeated", []string{"NCCL_DEBUG=WARN", "OMPI_MCA_mca_base_env_list=NCCL_DEBUG=INFO"}, []EnvVar{debug},
+		{"a name the user lists is not repeated", []string{"NCCL_DEBUG=WARN", "OMPI_MCA_mca_base_env_list=NCCL_DEBUG=INFO"}, []environ.Var{debug},
 			[]string{"NCCL_DEBUG=WARN", "OMPI_MCA_mca_base_env_list=NCCL_DEBUG=INFO"}, ""},
-		{"the user's delimiter", []string{"NCCL_DEBUG=WARN", "OMPI_MCA_mca_base_env_list=FOO", "OMPI_MCA_mca_base_env_list_delimiter=,"}, []EnvVar{debug},
+		{"the user's delimiter", []string{"NCCL_DEBUG=WARN", "OMPI_MCA_mca_base_env_list=FOO", "OMPI_MCA_mca_base_env_list_delimiter=,"}, []environ.Var{debug},
 			[]string{"NCCL_DEBUG=WARN", "OMPI_MCA_mca_base_env_list=FOO,NCCL_DEBUG", "OMPI_MCA_mca_base_env_list_delimiter=,"}, "FOO,NCCL_DEBUG"},
-		{"a delimiter Open MPI refuses: left alone", []string{"NCCL_DEBUG=WARN", "OMPI_MCA_mca_base_env_list_delimiter=;;"}, []EnvVar{debug},
+		{"a delimiter Open MPI refuses: left alone", []string{"NCCL_DEBUG=WARN", "OMPI_MCA_mca_base_env_list_delimiter=;;"}, []environ.Var{debug},
 			[]string{"NCCL_DEBUG=WARN", "OMPI_MCA_mca_base_env_list_delimiter=;;"}, ""},
-		{"an empty user list is replaced", []string{"NCCL_DEBUG=WARN", "OMPI_MCA_mca_base_env_list="}, []EnvVar{debug},
+		{"an empty user list is replaced", []string{"NCCL_DEBUG=WARN", "OMPI_MCA_mca_base_env_list="}, []environ.Var{debug},
 			[]string{"NCCL_DEBUG=WARN", "OMPI_MCA_mca_base_env_list=NCCL_DEBUG"}, "NCCL_DEBUG"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			env := append([]string(nil), tt.env...)
-			added := append([]EnvVar(nil), tt.added...)
-			gotEnv, gotAdded := WithOpenMPIEnvList(env, added)
+			added := append([]environ.Var(nil), tt.added...)
+			gotEnv, gotAdded := withOpenMPIEnvList(env, added)
 			assert.Equal(t, tt.wantEnv, gotEnv)
 			assert.Equal(t, tt.env, env, "the caller's slice is not changed")
 			if tt.wantList == "" {
@@ -57,8 +57,7 @@ func TestWithOpenMPIEnvList(t *testing.T) {
 }
 
 func TestForwardEnv(t *testing.T) {
-	t.Setenv("OPAL_PREFIX", "")
-	added := []EnvVar{{Name: "NCCL_DEBUG", Value: "WARN"}}
+	added := []environ.Var{{Name: "NCCL_DEBUG", Value: "WARN"}}
 	env := []string{"NCCL_DEBUG=WARN"}
 	list := []string{"NCCL_DEBUG=WARN", "OMPI_MCA_mca_base_env_list=NCCL_DEBUG"}
 	job := []string{"-np", "2", "a.out"}
@@ -93,7 +92,7 @@ func TestForwardEnv(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			args, gotEnv, gotAdded := Command{Path: tt.path, Args: tt.args}.ForwardEnv(tt.env, added)
+			args, gotEnv, gotAdded := Command{Path: tt.path, Args: tt.args, Env: tt.env}.ForwardEnv(added)
 			assert.Equal(t, tt.wantArgs, args)
 			assert.Equal(t, tt.wantEnv, gotEnv)
 			_, listed := environ.Lookup(gotEnv, OpenMPIEnvList)
@@ -101,7 +100,7 @@ func TestForwardEnv(t *testing.T) {
 		})
 	}
 	t.Run("nothing added", func(t *testing.T) {
-		args, gotEnv, gotAdded := Command{Path: "sh", Args: []string{"-c", "orterun a.out"}}.ForwardEnv(env, nil)
+		args, gotEnv, gotAdded := Command{Path: "sh", Args: []string{"-c", "orterun a.out"}, Env: env}.ForwardEnv(nil)
 		assert.Equal(t, []string{"-c", "orterun a.out"}, args)
 		assert.Equal(t, env, gotEnv)
 		assert.Empty(t, gotAdded)

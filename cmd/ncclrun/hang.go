@@ -1,0 +1,388 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/ncclrun/ncclrun/diagnosis"
+	"github.com/ncclrun/ncclrun/hang"
+	"github.com/ncclrun/ncclrun/internal/environ"
+	"github.com/ncclrun/ncclrun/launcher"
+)
+
+// Live hang evidence (docs/hangs-live.md): run sets what makes a hang
+// leave evidence (a per-job NCCL_RAS_ADDR, the flight recorder's
+// variables, PYTHONFAULTHANDLER), and on the first watchdog timeout line,
+// or after --hang-after of silence, captures RAS's status and py-spy's
+// stacks into the evidence directory (package hang) while CMD still
+// runs; --on-hang stop then stops CMD. The flight-recorder dumps are read
+// once CMD exited, into the report's hang object.
+
+// frPrefixName is the file name stem of the flight-recorder dumps in the
+// evidence directory; torch appends the global rank.
+const frPrefixName = "flight_recorder_rank_"
+
+// hangSettings are the flags as parsed.
+type hangSettings struct {
+	after time.Duration // 0: off
+	stop  bool
+}
+
+func parseHang(c *cli.Context) (hangSettings, error) {
+	h := hangSettings{after: c.Duration(flagHangAfter)}
+	if h.after < 0 {
+		return h, usagef("--%s: %v is negative", flagHangAfter, h.after)
+	}
+	switch v := strings.ToLower(strings.TrimSpace(c.String(flagOnHang))); v {
+	case "warn", "":
+	case "stop":
+		h.stop = true
+	default:
+		return h, usagef("--%s: %q is not warn or stop", flagOnHang, c.String(flagOnHang))
+	}
+	return h, nil
+}
+
+// hangPlan is where a job's hang evidence goes: the evidence directory
+// ("" when it could not be made), the flight recorder's dump prefix in it
+// and the RAS address ncclrun would give the job.
+type hangPlan struct {
+	dir, frPrefix, rasAddr string
+}
+
+// newHangPlan makes the job's evidence directory under TMPDIR (owned by
+// CMD's uid when run drops to another user, so that its ranks can write
+// their dumps) and picks a free loopback port for RAS.
+func newHangPlan(u *launcher.User) hangPlan {
+	var p hangPlan
+	if dir, err := os.MkdirTemp("", "ncclrun-hang-"); err == nil {
+		if u == nil || os.Chown(dir, int(u.UID), int(u.GID)) == nil {
+			p.dir, p.frPrefix = dir, filepath.Join(dir, frPrefixName)
+		} else {
+			_ = os.Remove(dir)
+		}
+	}
+	p.rasAddr = freeLoopback()
+	return p
+}
+
+// envHangPlan is the plan `ncclrun env` shows. run picks both per job,
+// so env shows their patterns: the directory as mktemp writes one
+// (ncclrun-hang-XXXXXXXXX under TMPDIR), the port as PORT.
+func envHangPlan() hangPlan {
+	dir := filepath.Join(os.TempDir(), "ncclrun-hang-XXXXXXXXX")
+	return hangPlan{dir: dir, frPrefix: filepath.Join(dir, frPrefixName), rasAddr: "127.0.0.1:PORT"}
+}
+
+// freeLoopback is 127.0.0.1 with a port free now: RAS's client socket
+// serves only local clients (its peers talk over NCCL's bootstrap
+// interface), and every job on a node would otherwise share port 28028,
+// where another job's RAS may answer. "" when no port could be had.
+func freeLoopback() string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return ""
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// hangEnv are the variables hang capture adds to CMD's environment. A
+// variable torch reads under two names is added under both only when
+// neither is set, so that ncclrun's value never outranks the user's.
+func hangEnv(base []string, p hangPlan) []launcher.EnvVar {
+	set := func(names ...string) bool {
+		for _, n := range names {
+			if _, ok := environ.Lookup(base, n); ok {
+				return true
+			}
+		}
+		return false
+	}
+	var adds []launcher.EnvVar
+	// pair adds every name of names unless one of them or of also is set.
+	pair := func(names []string, value, reason string, also ...string) {
+		if set(names...) || set(also...) {
+			return
+		}
+		for _, n := range names {
+			adds = append(adds, launcher.EnvVar{Name: n, Value: value, Reason: reason})
+		}
+	}
+	if p.rasAddr != "" {
+		pair([]string{"NCCL_RAS_ADDR"}, p.rasAddr, "a RAS client socket of this job's own (jobs on a node share port 28028), for the status ncclrun reads when the job hangs")
+	}
+	pair([]string{"TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE"}, "2000", "the flight recorder keeps the last 2000 collectives of each rank (a few MB of host memory a rank) for its dump when a collective times out")
+	pair([]string{"TORCH_NCCL_DUMP_ON_TIMEOUT", "TORCH_FR_DUMP_ON_TIMEOUT"}, "1", "each rank dumps its flight recorder when a collective times out")
+	if p.frPrefix != "" {
+		pair([]string{"TORCH_FR_DUMP_TEMP_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE"}, p.frPrefix, "the flight-recorder dumps go to ncclrun's evidence directory, where the report reads them (not under HOME)")
+	}
+	pair([]string{"TORCH_NCCL_ASYNC_ERROR_HANDLING"}, "3", "a timed-out rank is torn down without aborting NCCL first, so its flight-recorder dump is written (torchrun would set 1)",
+		"NCCL_ASYNC_ERROR_HANDLING") // its name before torch 2.2
+	pair([]string{"PYTHONFAULTHANDLER"}, "1", "a Python process that dies of SIGABRT (the watchdog's teardown) prints every thread's stack to its stderr")
+	return adds
+}
+
+// hangRun is hang capture during one run: what triggers it (the first
+// watchdog timeout the Watch finds, --hang-after's silence), the one
+// capture, and --on-hang stop. A nil *hangRun captures nothing.
+type hangRun struct {
+	s       hangSettings
+	plan    hangPlan
+	rasAddr string // the address CMD's NCCL uses; "" when RAS is off
+	frPref  string // the dump prefix CMD's torch uses
+	stderr  io.Writer
+	cmd     string
+
+	once    sync.Once
+	done    chan struct{} // closed when the capture ended
+	stop    chan struct{} // launcher.Config.Stop's share; nil without --on-hang stop
+	mu      sync.Mutex
+	over    bool // CMD has exited: nothing more is captured
+	trigger string
+	ev      *hang.Evidence
+	stopped bool
+	timer   *time.Timer
+}
+
+// newHangRun plans capture for a child whose environment is childEnv
+// (NCCL's configuration files in conf).
+func newHangRun(e *env, s hangSettings, p hangPlan, childEnv []string, conf map[string]string) *hangRun {
+	h := &hangRun{s: s, plan: p, stderr: e.stderr, done: make(chan struct{})}
+	lookup := func(name string) string {
+		if v, ok := environ.Lookup(childEnv, name); ok {
+			return v
+		}
+		return conf[name]
+	}
+	if lookup("NCCL_RAS_ENABLE") != "0" {
+		h.rasAddr = lookup("NCCL_RAS_ADDR")
+		if h.rasAddr == "" {
+			h.rasAddr = "localhost:28028" // NCCL's default
+		}
+	}
+	for _, n := range []string{"TORCH_FR_DUMP_TEMP_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE"} {
+		if v := lookup(n); v != "" && h.frPref == "" {
+			h.frPref = v
+		}
+	}
+	if s.stop {
+		h.stop = make(chan struct{})
+	}
+	return h
+}
+
+// start arms --hang-after's timer as CMD starts.
+func (h *hangRun) start(cmd string) {
+	h.cmd = cmd
+	if h.s.after > 0 {
+		h.timer = time.AfterFunc(h.s.after, func() {
+			h.fire(fmt.Sprintf("no output from CMD for %v (--%s)", h.s.after, flagHangAfter))
+		})
+	}
+}
+
+// output is told of each chunk of CMD's output: the silence starts over.
+func (h *hangRun) output() {
+	if h.timer != nil {
+		h.timer.Reset(h.s.after)
+	}
+}
+
+// found is told each diagnosis the Watch finds: the first watchdog timeout
+// starts the capture.
+func (h *hangRun) found(d diagnosis.Diagnosis) {
+	if d.ID == "collective-timeout" {
+		h.fire(d.ID)
+	}
+}
+
+// fire starts the one capture of this run, unless CMD has exited.
+func (h *hangRun) fire(trigger string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.over {
+		return
+	}
+	h.once.Do(func() {
+		h.trigger = trigger
+		go h.capture()
+	})
+}
+
+func (h *hangRun) capture() {
+	defer close(h.done)
+	o := hang.Options{Dir: h.plan.dir, RASAddr: h.rasAddr}
+	if py, err := exec.LookPath("py-spy"); err == nil {
+		o.PySpy, o.PIDs = py, hang.Descendants("/proc", os.Getpid())
+	} else {
+		o.StacksOff = "py-spy is not installed; PYTHONFAULTHANDLER prints a Python process's stacks to its stderr when it dies of SIGABRT"
+	}
+	if o.Dir == "" {
+		o.PySpy, o.StacksOff = "", "no evidence directory (TMPDIR not writable)"
+		if dir, err := os.MkdirTemp("", "ncclrun-hang-"); err == nil {
+			o.Dir = dir
+		}
+	}
+	ev := hang.Capture(context.Background(), o)
+	h.mu.Lock()
+	h.ev = &ev
+	stop := h.stop != nil && !h.over
+	h.stopped = stop
+	h.mu.Unlock()
+	fprintf(h.stderr, "ncclrun: suspected hang (%s): %s; evidence in %s\n", h.trigger, evidenceLine(ev), ev.Dir)
+	if stop {
+		fprintf(h.stderr, "ncclrun: --%s stop: stopping %s as SIGTERM would; ncclrun will exit %d\n", flagOnHang, h.cmd, ExitHang)
+		close(h.stop)
+	}
+}
+
+// evidenceLine says in a few words what the capture found.
+func evidenceLine(ev hang.Evidence) string {
+	var parts []string
+	switch r := ev.RAS; {
+	case r == nil:
+		parts = append(parts, "RAS off")
+	case r.Error != "" && len(r.Raw) == 0:
+		parts = append(parts, "RAS did not answer ("+r.Error+")")
+	default:
+		s := "RAS status read"
+		if n := len(r.Missing); n > 0 {
+			s += fmt.Sprintf(", %d rank(s) missing", n)
+		}
+		for _, b := range r.Behind {
+			for _, rk := range b.Ranks {
+				s += fmt.Sprintf(", rank %d of %s behind in %s (%d < %d)", rk.Rank, b.Comm, b.Op, rk.Count, b.Max)
+			}
+		}
+		parts = append(parts, s)
+	}
+	n := 0
+	for _, s := range ev.Stacks {
+		if s.File != "" {
+			n++
+		}
+	}
+	if ev.StacksOff == "" {
+		parts = append(parts, strconv.Itoa(n)+" process stack(s) from py-spy")
+	}
+	return strings.Join(parts, "; ")
+}
+
+// end says CMD has exited: a capture under way is waited for, none starts.
+func (h *hangRun) end() {
+	h.mu.Lock()
+	h.over = true
+	fired := h.trigger != ""
+	h.mu.Unlock()
+	if h.timer != nil {
+		h.timer.Stop()
+	}
+	if fired {
+		<-h.done
+	}
+}
+
+// stopChan is launcher.Config.Stop's share of hang capture.
+func (h *hangRun) stopChan() <-chan struct{} {
+	if h.stop == nil {
+		return nil
+	}
+	return h.stop
+}
+
+// verdict changes the exit status when --on-hang stop stopped CMD (and
+// CMD did not succeed before the stop reached it).
+func (h *hangRun) verdict(res launcher.Result) (int, string, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.stopped || res.ExitCode == 0 {
+		return 0, "", false
+	}
+	return ExitHang, fmt.Sprintf("ncclrun: --%s stop: CMD was stopped because it hung (%s); CMD's exit status %d, ncclrun's %d\n",
+		flagOnHang, h.trigger, res.ExitCode, ExitHang), true
+}
+
+// hangReport is the report's hang object as run fills it: the evidence
+// captured live and the flight-recorder dumps read after CMD exited.
+// Certainty is "unknown": the evidence names no stalled rank by itself.
+type hangReport struct {
+	Certainty      string          `json:"certainty"`
+	Trigger        string          `json:"trigger,omitempty"`
+	EvidenceDir    string          `json:"evidence_dir,omitempty"`
+	RAS            *hang.RASStatus `json:"ras,omitempty"`
+	FlightRecorder []hang.Dump     `json:"flight_recorder,omitempty"`
+	Stacks         []hang.Stack    `json:"stacks,omitempty"`
+	StacksOff      string          `json:"stacks_off,omitempty"`
+}
+
+// report reads the flight-recorder dumps (bounded: hang.ReadDumps, two
+// seconds) and returns the report's hang object; nil when there was no
+// capture and no dump. The evidence directory is removed when it holds
+// nothing.
+func (h *hangRun) report() *hangReport {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	var dumps []hang.Dump
+	if h.frPref != "" {
+		dumps = hang.ReadDumps(ctx, h.frPref)
+	}
+	h.mu.Lock()
+	ev := h.ev
+	h.mu.Unlock()
+	if ev == nil && len(dumps) == 0 {
+		if h.plan.dir != "" {
+			_ = os.Remove(h.plan.dir) // only when empty
+		}
+		return nil
+	}
+	r := &hangReport{Certainty: "unknown", Trigger: h.trigger, FlightRecorder: dumps}
+	if ev != nil {
+		r.EvidenceDir, r.RAS, r.Stacks, r.StacksOff = ev.Dir, ev.RAS, ev.Stacks, ev.StacksOff
+	} else if h.plan.dir != "" && strings.HasPrefix(h.frPref, h.plan.dir) {
+		r.EvidenceDir = h.plan.dir
+	}
+	return r
+}
+
+// hangTap is the launcher's Tap with --hang-after's clock: every chunk of
+// CMD's output starts the silence over.
+type hangTap struct {
+	launcher.Tap
+	h *hangRun
+}
+
+func (t hangTap) Lines(s launcher.Stream, p []byte, behind bool) int {
+	t.h.output()
+	return t.Tap.Lines(s, p, behind)
+}
+
+// anyStop is closed when a or b is (nil: never).
+func anyStop(a, b <-chan struct{}) <-chan struct{} {
+	if a == nil {
+		return b
+	}
+	if b == nil {
+		return a
+	}
+	c := make(chan struct{})
+	go func() {
+		select {
+		case <-a:
+		case <-b:
+		}
+		close(c)
+	}()
+	return c
+}

@@ -1,0 +1,89 @@
+package hang
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+)
+
+// DefaultBudget is how long one capture may take, all of it: RAS and the
+// stacks are taken at once, and what is not in by then is left out.
+const DefaultBudget = time.Second
+
+// Options say what Capture takes and where it puts it.
+type Options struct {
+	// Dir is the evidence directory; it must exist.
+	Dir string
+	// RASAddr is the job's NCCL_RAS_ADDR; "" leaves RAS out.
+	RASAddr string
+	// PySpy is py-spy's path and PIDs the processes it dumps; "" leaves
+	// the stacks out, and StacksOff says why.
+	PySpy     string
+	PIDs      []int
+	StacksOff string
+	// Budget bounds the whole capture; 0 is DefaultBudget.
+	Budget time.Duration
+}
+
+// Evidence is what one capture took. Its JSON is written to
+// capture.json in Dir; RAS's report as it came is ras-status.json or
+// ras-status.txt, each process's stacks stacks-<pid>.txt.
+type Evidence struct {
+	Dir     string     `json:"dir"`
+	Time    time.Time  `json:"time"`
+	Elapsed string     `json:"elapsed"`
+	RAS     *RASStatus `json:"ras,omitempty"`
+	RASFile string     `json:"ras_file,omitempty"`
+	Stacks  []Stack    `json:"stacks,omitempty"`
+	// StacksOff says why there are no py-spy stacks (not installed, ...).
+	StacksOff string `json:"stacks_off,omitempty"`
+}
+
+// Capture takes RAS's status and the processes' Python stacks at once,
+// within the budget, into o.Dir. It never fails: what it could not take
+// says why in the Evidence.
+func Capture(ctx context.Context, o Options) Evidence {
+	start := time.Now()
+	budget := o.Budget
+	if budget <= 0 {
+		budget = DefaultBudget
+	}
+	ctx, cancel := context.WithTimeout(ctx, budget)
+	defer cancel()
+	ev := Evidence{Dir: o.Dir, Time: start.UTC(), StacksOff: o.StacksOff}
+	var wg sync.WaitGroup
+	if o.RASAddr != "" {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			st := QueryRAS(ctx, o.RASAddr)
+			ev.RAS = &st
+		}()
+	}
+	if o.PySpy != "" && len(o.PIDs) > 0 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ev.Stacks = PySpy(ctx, o.PySpy, o.Dir, o.PIDs)
+		}()
+	}
+	wg.Wait()
+	if ev.RAS != nil && len(ev.RAS.Raw) > 0 {
+		name := "ras-status.txt"
+		if ev.RAS.Format == "json" {
+			name = "ras-status.json"
+		}
+		p := filepath.Join(o.Dir, name)
+		if err := os.WriteFile(p, ev.RAS.Raw, 0o644); err == nil {
+			ev.RASFile = p
+		}
+	}
+	ev.Elapsed = time.Since(start).Round(time.Millisecond).String()
+	if b, err := json.MarshalIndent(ev, "", "  "); err == nil {
+		_ = os.WriteFile(filepath.Join(o.Dir, "capture.json"), append(b, '\n'), 0o644)
+	}
+	return ev
+}
