@@ -1,7 +1,7 @@
 package diagnosis
 
-// This file is the contract between diagnosis and cmd/ncclrun. Extend it
-// (new fields, new functions); do not rename or remove what is here.
+// The types a Matcher reports with and is given: each Diagnosis found,
+// the Place and first Failure of a log, and the Facts preflight saw.
 
 import "github.com/ncclrun/ncclrun/internal/advice"
 

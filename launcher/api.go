@@ -1,11 +1,14 @@
 package launcher
 
-// This file is the contract between launcher and cmd/ncclrun.
+// The types cmd/ncclrun gives Run and RaiseMemlock and gets back from
+// them: the child's Config, the Tap that sees its output, the Result.
 
 import (
 	"io"
 	"syscall"
 	"time"
+
+	"github.com/ncclrun/ncclrun/internal/rlimit"
 )
 
 // Stream names one of the child's output streams.
@@ -74,9 +77,8 @@ type Config struct {
 	// DropCaps removes these capabilities (names like "IPC_LOCK" or
 	// "CAP_IPC_LOCK") from every set of the child, bounding included.
 	DropCaps []string
-	// Memlock, when non-nil, sets the child's RLIMIT_MEMLOCK (soft, hard;
-	// -1 = unlimited).
-	Memlock *[2]int64
+	// Memlock, when non-nil, sets the child's RLIMIT_MEMLOCK.
+	Memlock *rlimit.Limit
 
 	// KillAfter is how long after forwarding a terminating signal the
 	// whole remaining process tree, the main child included, is killed.
@@ -144,7 +146,7 @@ type Result struct {
 
 // MemlockChange reports RaiseMemlock's work.
 type MemlockChange struct {
-	Before, After [2]int64 // soft, hard; -1 = unlimited
+	Before, After rlimit.Limit
 	// Err is why the hard limit could not be raised (nil when it was, or
 	// when it was unlimited already); raising soft to hard never fails.
 	HardErr error

@@ -23,6 +23,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ncclrun/ncclrun/internal/environ"
+	"github.com/ncclrun/ncclrun/internal/rlimit"
 	"github.com/ncclrun/ncclrun/internal/testutil"
 )
 
@@ -201,16 +202,16 @@ var helpers = map[string]func(args []string){
 
 // launchSpec is what the "launch" helper runs.
 type launchSpec struct {
-	Path         string    `json:"path"`
-	Helper       string    `json:"helper"`
-	Args         []string  `json:"args"`
-	User         string    `json:"user"`
-	Ambient      bool      `json:"ambient"`
-	Drop         []string  `json:"drop"`
-	Memlock      *[2]int64 `json:"memlock"`
-	Exec         bool      `json:"exec"`
-	PID1         bool      `json:"pid1"`
-	RaiseMemlock bool      `json:"raise_memlock"`
+	Path         string        `json:"path"`
+	Helper       string        `json:"helper"`
+	Args         []string      `json:"args"`
+	User         string        `json:"user"`
+	Ambient      bool          `json:"ambient"`
+	Drop         []string      `json:"drop"`
+	Memlock      *rlimit.Limit `json:"memlock"`
+	Exec         bool          `json:"exec"`
+	PID1         bool          `json:"pid1"`
+	RaiseMemlock bool          `json:"raise_memlock"`
 }
 
 func (ls launchSpec) config() Config {
@@ -237,7 +238,7 @@ type report struct {
 	Groups                         string
 	CapInh, CapPrm, CapEff, CapBnd uint64
 	CapAmb                         uint64
-	Memlock                        [2]int64
+	Memlock                        rlimit.Limit
 	TTY                            [3]bool
 	Rows, Cols                     uint16
 	MlockErr                       string
@@ -269,7 +270,7 @@ func selfReport() report {
 			r.CapAmb = hex()
 		}
 	}
-	r.Memlock, _ = getMemlock()
+	r.Memlock, _ = rlimit.Get(rlimit.Memlock)
 	for i := 0; i < 3; i++ {
 		_, err := unix.IoctlGetTermios(i, unix.TCGETS)
 		r.TTY[i] = err == nil

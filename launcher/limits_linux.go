@@ -19,7 +19,7 @@ func RaiseMemlock() (MemlockChange, error) {
 	if err != nil {
 		return mc, err
 	}
-	mc.Before, mc.After = [2]int64{before.Soft, before.Hard}, [2]int64{before.Soft, before.Hard}
+	mc.Before, mc.After = before, before
 	_, mc.HardErr, err = rlimit.Raise(before, func(l rlimit.Limit) error { return rlimit.Set(rlimit.Memlock, l) })
 	if err != nil {
 		return mc, fmt.Errorf("RLIMIT_MEMLOCK: %w", err)
@@ -27,35 +27,29 @@ func RaiseMemlock() (MemlockChange, error) {
 	if mc.HardErr != nil {
 		mc.HardErr = fmt.Errorf("RLIMIT_MEMLOCK: %w", mc.HardErr)
 	}
-	mc.After, err = getMemlock()
+	mc.After, err = rlimit.Get(rlimit.Memlock)
 	return mc, err
-}
-
-func getMemlock() ([2]int64, error) {
-	l, err := rlimit.Get(rlimit.Memlock)
-	return [2]int64{l.Soft, l.Hard}, err
 }
 
 // checkMemlock refuses, before anything is forked, a memlock limit for the
 // child that the kernel would refuse: a hard limit above ncclrun's own
 // (after RaiseMemlock) needs CAP_SYS_RESOURCE, and soft may not exceed
 // hard. Errors wrap ErrMemlock.
-func checkMemlock(v [2]int64) error {
-	above := func(a, b int64) bool { return b != -1 && (a == -1 || a > b) }
-	if above(v[0], v[1]) {
-		return fmt.Errorf("%w: soft limit %s above hard limit %s", ErrMemlock, rlimString(v[0]), rlimString(v[1]))
+func checkMemlock(v rlimit.Limit) error {
+	if rlimit.Above(v.Soft, v.Hard) {
+		return fmt.Errorf("%w: soft limit %s above hard limit %s", ErrMemlock, rlimString(v.Soft), rlimString(v.Hard))
 	}
-	cur, err := getMemlock()
+	cur, err := rlimit.Get(rlimit.Memlock)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrMemlock, err)
 	}
-	if !above(v[1], cur[1]) {
+	if !rlimit.Above(v.Hard, cur.Hard) {
 		return nil
 	}
 	if c, err := caps.Get(); err == nil && caps.Has(c.Effective, caps.SysResource) {
 		return nil
 	}
-	return fmt.Errorf("%w: raising the hard RLIMIT_MEMLOCK from %s to %s needs CAP_SYS_RESOURCE, which ncclrun does not have", ErrMemlock, rlimString(cur[1]), rlimString(v[1]))
+	return fmt.Errorf("%w: raising the hard RLIMIT_MEMLOCK from %s to %s needs CAP_SYS_RESOURCE, which ncclrun does not have", ErrMemlock, rlimString(cur.Hard), rlimString(v.Hard))
 }
 
 // rlimString is a limit in bytes, or "unlimited".
@@ -64,8 +58,4 @@ func rlimString(v int64) string {
 		return "unlimited"
 	}
 	return fmt.Sprintf("%d bytes", v)
-}
-
-func setMemlock(v [2]int64) error {
-	return rlimit.Set(rlimit.Memlock, rlimit.Limit{Soft: v[0], Hard: v[1]})
 }

@@ -14,8 +14,9 @@ import (
 )
 
 // drainTimeout is how long output is still relayed after the main child
-// exited, for descendants that hold the pipes ("about a second").
-const drainTimeout = time.Second
+// exited, for descendants that hold the pipes ("about a second"); tests
+// lengthen it.
+var drainTimeout = time.Second
 
 // reapTimeout bounds the wait for SIGKILLed descendants to disappear (a
 // process in D state, stuck in a driver, cannot die).
@@ -81,6 +82,7 @@ type supervisor struct {
 	ptys          []*ptyPair
 	stdinW        *os.File
 
+	phase     phase
 	status    *syscall.WaitStatus
 	shutdown  bool // a terminating signal was forwarded
 	killTimer *time.Timer
@@ -244,222 +246,10 @@ func (s *supervisor) run(l *launch) (Result, error) {
 	relaysDone := make(chan struct{})
 	go func() { wg.Wait(); close(relaysDone) }()
 
-	// Until the main child exits: reap, forward, kill on time.
-	s.reap()
-	s.stopC = s.cfg.Stop
-	for s.status == nil {
-		select {
-		case <-s.chldCh:
-			s.reap()
-		case sig := <-s.termCh:
-			s.handle(sig.(syscall.Signal))
-		case sig := <-s.sigCh:
-			s.handle(sig.(syscall.Signal))
-		case <-s.killC:
-			s.killTree()
-		case <-s.stopC:
-			s.stopC = nil
-			if !s.shutdown { // a shutdown under way is not begun again
-				s.handle(unix.SIGTERM)
-			}
-		case <-s.grace.done:
-			s.endGrace()
-		}
-	}
-
-	// Relay what is left, for at most drainTimeout.
-	drain := time.NewTimer(drainTimeout)
-	for done := false; !done; {
-		select {
-		case <-relaysDone:
-			done = true
-		case <-s.chldCh:
-			s.reap()
-		case sig := <-s.termCh:
-			s.handleAfterExit(sig.(syscall.Signal))
-		case sig := <-s.sigCh:
-			s.handleAfterExit(sig.(syscall.Signal))
-		case <-drain.C:
-			for _, r := range s.readers {
-				_ = r.SetReadDeadline(time.Now())
-			}
-		}
-	}
-	drain.Stop()
-
-	s.finishTree()
+	s.supervise(relaysDone)
 	res := ResultOf(*s.status)
 	if t != nil {
 		res.TapShed, res.TapLost = t.close()
 	}
 	return res, nil
-}
-
-// reap collects every child that has exited; the main child's status is
-// kept. It is the only place that waits.
-func (s *supervisor) reap() {
-	for {
-		var ws syscall.WaitStatus
-		pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
-		if errors.Is(err, syscall.EINTR) {
-			continue
-		}
-		if pid <= 0 || err != nil {
-			return
-		}
-		if pid == s.pid {
-			st := ws
-			s.status = &st
-		}
-	}
-}
-
-// handle forwards one signal to the running main child.
-func (s *supervisor) handle(sig syscall.Signal) {
-	switch sig {
-	case unix.SIGPIPE:
-		return
-	case unix.SIGWINCH:
-		for _, p := range s.ptys {
-			p.resize()
-		}
-	case unix.SIGTSTP, unix.SIGTTIN, unix.SIGTTOU:
-		// The child leads its own session, so its process group is
-		// orphaned and the kernel discards these stop signals for it:
-		// stop the group with SIGSTOP, then stop ncclrun itself so that
-		// the shell sees the job stop (dumb-init does the same).
-		s.signalGroup(unix.SIGSTOP)
-		_ = unix.Kill(s.self, unix.SIGSTOP)
-		return
-	case unix.SIGCONT:
-		s.signalGroup(unix.SIGCONT)
-		return
-	}
-	if terminating(sig) && s.holdForGrace(sig) {
-		return
-	}
-	_ = unix.Kill(s.pid, sig) // ESRCH: it is exiting; the reaper will see it
-	if terminating(sig) {
-		s.shutdown = true
-		if s.cfg.KillAfter > 0 {
-			s.armKill()
-		}
-	}
-}
-
-// handleAfterExit handles a signal that came after the main child exited:
-// a terminating one starts (or keeps) the kill timer for what is left.
-func (s *supervisor) handleAfterExit(sig syscall.Signal) {
-	if terminating(sig) {
-		s.shutdown = true
-		s.armKill()
-	}
-}
-
-// leftoverGrace is DefaultKillAfter; tests shorten it.
-var leftoverGrace = DefaultKillAfter
-
-// armKill starts the kill timer unless it runs: KillAfter, or with
-// KillAfter 0 (only armed once the main child has exited) leftoverGrace.
-func (s *supervisor) armKill() {
-	if s.killTimer == nil {
-		d := s.cfg.KillAfter
-		if d <= 0 {
-			d = leftoverGrace
-		}
-		s.killTimer = time.NewTimer(d)
-		s.killC = s.killTimer.C
-	}
-}
-
-// signalGroup signals the main child's process group (it leads it), or
-// the child alone if the group is gone.
-func (s *supervisor) signalGroup(sig syscall.Signal) {
-	if err := unix.Kill(-s.pid, sig); err != nil {
-		_ = unix.Kill(s.pid, sig)
-	}
-}
-
-// noChildren reports whether ncclrun has no child process left, running
-// or waiting to be reaped. Every descendant of a subreaper (or PID 1) is
-// a child of it or below one, so then there are no descendants either.
-// It reaps nothing (WNOWAIT).
-func (s *supervisor) noChildren() bool {
-	var info unix.Siginfo
-	err := unix.Waitid(unix.P_ALL, 0, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil)
-	return errors.Is(err, unix.ECHILD)
-}
-
-// killTree sends SIGKILL to every descendant of ncclrun, whatever its
-// session or process group (torchrun starts each worker in a session of
-// its own), orphans reparented to ncclrun included. It repeats while new
-// processes show up.
-func (s *supervisor) killTree() {
-	s.killC = nil
-	s.killed = true
-	for round := 0; round < 10; round++ {
-		ds, err := descendants(s.procRoot, s.self)
-		if err != nil {
-			_ = unix.Kill(-s.pid, unix.SIGKILL)
-			_ = unix.Kill(s.pid, unix.SIGKILL)
-			return
-		}
-		n := 0
-		for _, p := range ds {
-			if p.State != 'Z' && p.State != 'X' {
-				_ = unix.Kill(p.PID, unix.SIGKILL)
-				n++
-			}
-		}
-		if n == 0 {
-			return
-		}
-	}
-}
-
-// finishTree deals with the descendants left when the main child has
-// exited. During a shutdown (a terminating signal was forwarded) they
-// have until the kill timer fires (armed now with KillAfter 0), then get
-// SIGKILL, and Run waits (at most reapTimeout) until they are gone and
-// reaped. Otherwise they get SIGTERM and Run does not wait.
-func (s *supervisor) finishTree() {
-	defer s.reap()
-	if s.shutdown {
-		s.armKill()
-	}
-	if s.killTimer == nil {
-		if s.noChildren() {
-			return // the common case: no /proc walk (about 1.5 ms of start-up)
-		}
-		ds, _ := descendants(s.procRoot, s.self)
-		for _, p := range ds {
-			if p.State != 'Z' && p.State != 'X' {
-				_ = unix.Kill(p.PID, unix.SIGTERM)
-			}
-		}
-		return
-	}
-	var giveUp <-chan time.Time
-	if s.killed {
-		giveUp = time.After(reapTimeout)
-	}
-	for {
-		s.reap()
-		ds, err := descendants(s.procRoot, s.self)
-		if err != nil || len(ds) == 0 {
-			return
-		}
-		select {
-		case <-s.chldCh:
-		case sig := <-s.termCh:
-			s.handleAfterExit(sig.(syscall.Signal))
-		case sig := <-s.sigCh:
-			s.handleAfterExit(sig.(syscall.Signal))
-		case <-s.killC:
-			s.killTree()
-			giveUp = time.After(reapTimeout)
-		case <-giveUp:
-			return
-		}
-	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
+	"github.com/ncclrun/ncclrun/internal/rlimit"
 	"github.com/ncclrun/ncclrun/internal/testutil"
 )
 
@@ -450,7 +451,7 @@ func TestRunAmbientIPCLockHandOff(t *testing.T) {
 		var r report
 		require.NoError(t, json.Unmarshal([]byte(s), &r), "output %q", s)
 		assert.Equal(t, "1000", r.UID)
-		assert.Equal(t, [2]int64{65536, 65536}, r.Memlock)
+		assert.Equal(t, rlimit.Limit{Soft: 65536, Hard: 65536}, r.Memlock)
 		assert.Equal(t, ipc, r.CapEff, "CAP_IPC_LOCK and nothing else is effective")
 		assert.Equal(t, ipc, r.CapPrm)
 		assert.Equal(t, ipc, r.CapAmb)
@@ -476,11 +477,11 @@ func TestRunTrampolineDropCapsAndMemlock(t *testing.T) {
 	t.Run("root", func(t *testing.T) {
 		cfg := helperConfig(t, "report", strconv.Itoa(16<<20))
 		cfg.DropCaps = []string{"IPC_LOCK"}
-		cfg.Memlock = &[2]int64{65536, 65536}
+		cfg.Memlock = &rlimit.Limit{Soft: 65536, Hard: 65536}
 		r, out := runReport(t, cfg)
 		assert.Zero(t, (r.CapEff|r.CapPrm|r.CapInh|r.CapBnd|r.CapAmb)&ipc, "IPC_LOCK in no set")
 		assert.NotZero(t, r.CapEff&(1<<unix.CAP_SYS_ADMIN), "other capabilities stay")
-		assert.Equal(t, [2]int64{65536, 65536}, r.Memlock)
+		assert.Equal(t, rlimit.Limit{Soft: 65536, Hard: 65536}, r.Memlock)
 		assert.Equal(t, "ENOMEM", r.MlockErr)
 		assert.NotContains(t, out, trampolineEnv)
 	})
@@ -490,7 +491,7 @@ func TestRunTrampolineDropCapsAndMemlock(t *testing.T) {
 		cfg.User = &User{UID: 1000, GID: 1000, Groups: []uint32{1000}}
 		cfg.AmbientIPCLock = true
 		cfg.DropCaps = []string{"CAP_SYS_ADMIN"}
-		cfg.Memlock = &[2]int64{65536, 65536}
+		cfg.Memlock = &rlimit.Limit{Soft: 65536, Hard: 65536}
 		r, _ := runReport(t, cfg)
 		assert.Equal(t, "1000", r.UID)
 		assert.Equal(t, ipc, r.CapEff)
@@ -528,11 +529,11 @@ func TestExec(t *testing.T) {
 	t.Run("drop caps and memlock", func(t *testing.T) {
 		testutil.RequireRoot(t)
 		s := runLaunch(t, nil, self, launchSpec{Path: self, Helper: "report", Args: []string{strconv.Itoa(16 << 20)},
-			Exec: true, Drop: []string{"IPC_LOCK"}, Memlock: &[2]int64{65536, 65536}})
+			Exec: true, Drop: []string{"IPC_LOCK"}, Memlock: &rlimit.Limit{Soft: 65536, Hard: 65536}})
 		var r report
 		require.NoError(t, json.Unmarshal([]byte(s), &r), "output %q", s)
 		assert.Zero(t, (r.CapEff|r.CapPrm|r.CapBnd|r.CapAmb)&(1<<capIPCLock))
-		assert.Equal(t, [2]int64{65536, 65536}, r.Memlock)
+		assert.Equal(t, rlimit.Limit{Soft: 65536, Hard: 65536}, r.Memlock)
 		assert.Equal(t, "ENOMEM", r.MlockErr)
 	})
 }
@@ -543,17 +544,17 @@ func TestRaiseMemlock(t *testing.T) {
 	require.NoError(t, err)
 	s := runLaunch(t, []string{prlimit, "--memlock=65536:1048576", "--"}, self, launchSpec{RaiseMemlock: true})
 	var got struct {
-		Before, After [2]int64
+		Before, After rlimit.Limit
 		HardEPERM     bool `json:"hard_eperm"`
 		HardErr       bool `json:"hard_err"`
 	}
 	require.NoError(t, json.Unmarshal([]byte(s), &got), "output %q", s)
-	assert.Equal(t, [2]int64{65536, 1048576}, got.Before)
+	assert.Equal(t, rlimit.Limit{Soft: 65536, Hard: 1048576}, got.Before)
 	if got.HardErr {
 		assert.True(t, got.HardEPERM, "hard raise refused with EPERM")
-		assert.Equal(t, [2]int64{1048576, 1048576}, got.After, "soft raised to hard")
+		assert.Equal(t, rlimit.Limit{Soft: 1048576, Hard: 1048576}, got.After, "soft raised to hard")
 	} else {
-		assert.Equal(t, [2]int64{-1, -1}, got.After, "CAP_SYS_RESOURCE: unlimited")
+		assert.Equal(t, rlimit.Limit{Soft: -1, Hard: -1}, got.After, "CAP_SYS_RESOURCE: unlimited")
 	}
 }
 
@@ -577,13 +578,13 @@ func runReport(t *testing.T, cfg Config) (report, string) {
 func TestRunEnvDuplicatesLastWins(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
-		memlock *[2]int64
-	}{{"plain", nil}, {"trampoline", &[2]int64{-1, -1}}} {
+		memlock *rlimit.Limit
+	}{{"plain", nil}, {"trampoline", &rlimit.Limit{Soft: -1, Hard: -1}}} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := helperConfig(t, "environ")
 			cfg.Env = append([]string{"NCCLRUN_DUP=first"}, append(cfg.Env, "NCCLRUN_DUP=last")...)
 			if tc.memlock != nil {
-				l, err := getMemlock()
+				l, err := rlimit.Get(rlimit.Memlock)
 				require.NoError(t, err)
 				cfg.Memlock = &l // the trampoline, with the limit as it is
 			}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/ncclrun/ncclrun/internal/caps"
 	"github.com/ncclrun/ncclrun/internal/environ"
+	"github.com/ncclrun/ncclrun/internal/rlimit"
 )
 
 // trampolineEnv carries a trampolineSpec (JSON) to ncclrun re-executed as
@@ -21,12 +22,12 @@ const trampolineEnv = "NCCLRUN_TRAMPOLINE"
 
 // trampolineSpec is what the trampoline applies before it execs Path.
 type trampolineSpec struct {
-	Path    string    `json:"path"` // resolved command
-	Argv    []string  `json:"argv"`
-	Drop    uint64    `json:"drop,omitempty"` // capability mask to remove from every set
-	Memlock *[2]int64 `json:"memlock,omitempty"`
-	User    *User     `json:"user,omitempty"`
-	Ambient bool      `json:"ambient,omitempty"` // raise CAP_IPC_LOCK into the ambient set
+	Path    string        `json:"path"` // resolved command
+	Argv    []string      `json:"argv"`
+	Drop    uint64        `json:"drop,omitempty"` // capability mask to remove from every set
+	Memlock *rlimit.Limit `json:"memlock,omitempty"`
+	User    *User         `json:"user,omitempty"`
+	Ambient bool          `json:"ambient,omitempty"` // raise CAP_IPC_LOCK into the ambient set
 	// StatusFD, when > 0, is a pipe on which a failure is reported to the
 	// supervising ncclrun as a trampolineFailure; a successful exec closes it.
 	StatusFD int `json:"status_fd,omitempty"`
@@ -113,7 +114,7 @@ func trampolineExit(spec trampolineSpec, err error) {
 func applyAndExec(spec trampolineSpec, env []string) error {
 	runtime.LockOSThread() // never unlocked: this thread execs or the process exits
 	if spec.Memlock != nil {
-		if err := setMemlock(*spec.Memlock); err != nil {
+		if err := rlimit.Set(rlimit.Memlock, *spec.Memlock); err != nil {
 			return &stageError{"memlock", err}
 		}
 	}

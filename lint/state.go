@@ -6,6 +6,7 @@ import (
 
 	"github.com/ncclrun/ncclrun/internal/advice"
 	"github.com/ncclrun/ncclrun/internal/pinrule"
+	"github.com/ncclrun/ncclrun/internal/rlimit"
 	"github.com/ncclrun/ncclrun/internal/units"
 )
 
@@ -271,15 +272,14 @@ func (c container) describe() state {
 		cr.Memlock = nodeMemlock
 		s.assumed = append(s.assumed, "the node's runtime passes on a finite memlock limit (8 MiB; containerd and dockerd without LimitMEMLOCK); `ulimit -l` in the container, or `ncclrun doctor`, shows it")
 	}
-	if l.ncclrun && cr.Memlock.Soft != pinrule.Unlimited && (cr.Memlock.Hard == pinrule.Unlimited || cr.Memlock.Hard > cr.Memlock.Soft) {
+	if l.ncclrun && rlimit.Above(cr.Memlock.Hard, cr.Memlock.Soft) {
 		cr.Memlock.Soft = cr.Memlock.Hard // ncclrun raises soft to hard
 	}
 	if l.ncclrun && l.memlock != "" {
 		if lim, ok := parseLimit(l.memlock); ok {
 			// A hard limit above the container's needs CAP_SYS_RESOURCE in
 			// the initial user namespace: root's, from the bounding set.
-			above := cr.Memlock.Hard != pinrule.Unlimited && (lim.Hard == pinrule.Unlimited || lim.Hard > cr.Memlock.Hard)
-			if above && !(s.root && bnd["SYS_RESOURCE"] && !c.userns) {
+			if rlimit.Above(lim.Hard, cr.Memlock.Hard) && !(s.root && bnd["SYS_RESOURCE"] && !c.userns) {
 				s.memlockRefused = &memlockRefusal{from: cr.Memlock, to: lim}
 			}
 			cr.Memlock, cr.Plan.Memlock = lim, true

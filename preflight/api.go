@@ -1,13 +1,14 @@
 package preflight
 
-// This file is the contract between preflight and cmd/ncclrun. Extend it
-// (new fields, new functions); do not rename or remove what is here.
+// The types cmd/ncclrun gives Run and gets back from it: the options, the
+// credential plan, the report with its checks and facts, and the platform.
 
 import (
 	"encoding/json"
 
 	"github.com/ncclrun/ncclrun/internal/advice"
 	"github.com/ncclrun/ncclrun/internal/pinrule"
+	"github.com/ncclrun/ncclrun/internal/rlimit"
 	"github.com/ncclrun/ncclrun/internal/units"
 )
 
@@ -111,10 +112,9 @@ func (r Report) Check(id string) (Result, bool) {
 }
 
 // Rlimit is a soft/hard pair in bytes; Unlimited (-1) means RLIM_INFINITY.
-type Rlimit struct {
-	Soft int64 `json:"soft"`
-	Hard int64 `json:"hard"`
-}
+// It is internal/rlimit's one limit type, which pinrule, the launcher and
+// the CLI pass too.
+type Rlimit = rlimit.Limit
 
 // Unlimited is the value of an unlimited rlimit in Rlimit and in JSON.
 const Unlimited = units.Unlimited

@@ -43,11 +43,11 @@ func simulateRaise(c *credFacts) *Rlimit {
 	before := c.memlock
 	sysResource := c.statusErr == nil && caps.Has(c.status.Eff, capSysResource)
 	initNS := c.usernsErr == nil && !c.userns
-	after := rlimit.Raised(rlimit.Limit(before), rlimit.HardRaisePermitted(sysResource, initNS))
-	if Rlimit(after) == before {
+	after := rlimit.Raised(before, rlimit.HardRaisePermitted(sysResource, initNS))
+	if after == before {
 		return nil
 	}
-	c.memlock = Rlimit(after)
+	c.memlock = after
 	switch {
 	case after.Hard != before.Hard:
 		c.raise = "simulated: ncclrun run raises the soft and the hard limit to unlimited (the snapshot holds CAP_SYS_RESOURCE in the initial user namespace)"
@@ -137,7 +137,7 @@ func (p cmdPlan) execWord() string {
 // initial user namespace. "" when it is allowed or that is unknown.
 func memlockRefused(c credFacts, want Rlimit) string {
 	cur := c.memlock
-	if c.memlockErr != nil || cur.Hard == Unlimited || (want.Hard != Unlimited && want.Hard <= cur.Hard) {
+	if c.memlockErr != nil || !rlimit.Above(want.Hard, cur.Hard) {
 		return ""
 	}
 	if c.statusErr != nil || c.usernsErr != nil {
@@ -165,7 +165,7 @@ func credential(c credFacts, kind Platform) pinrule.Cred {
 		NoRoot:         st.NoRoot,
 		NoAmbientRaise: st.NoAmbientRaise,
 		UserNS:         c.userns,
-		Memlock:        pinrule.Limit(c.memlock), MemlockKnown: c.memlockErr == nil,
+		Memlock:        c.memlock, MemlockKnown: c.memlockErr == nil,
 		CredsKnown: c.statusErr == nil,
 		Platform:   advice.Platform(kind),
 	}
@@ -183,7 +183,7 @@ func planCommand(s sysRoot, c credFacts, plan Plan, kind Platform) cmdPlan {
 	if plan.Memlock != nil {
 		p.cmd.Memlock, p.cmd.MemlockKnown, p.limitPlan = *plan.Memlock, true, true
 		p.cred.Plan.Memlock = true
-		p.cred.Memlock = pinrule.Limit(*plan.Memlock)
+		p.cred.Memlock = *plan.Memlock
 		p.memlockRefused = memlockRefused(c, *plan.Memlock)
 	}
 	for _, d := range plan.DropCaps {

@@ -7,11 +7,11 @@
 // (system calls such as prlimit(2), statfs(2) and open(2) on /dev/infiniband
 // are used there), any other directory is a snapshot tree holding the same
 // relative paths (proc/self/status, proc/self/limits, sys/class/infiniband,
-// dev/...). A tree is untrusted input: only regular files are opened,
-// never blocking, with a size bound, and links are followed only within
-// the tree; each file refused is one line of Report.Warnings. Under a tree
-// the environment judged is the tree's own (EnvFile, else
-// proc/self/environ). Record runs the same readers and reports every read:
+// dev/...). A tree is untrusted input: it is read through an os.Root of
+// it, so links are followed only within it, and only regular files are
+// opened, never blocking, with a size bound; each file refused is one
+// line of Report.Warnings. Under a tree the environment judged is the
+// tree's own (EnvFile, else proc/self/environ). Record runs the same readers and reports every read:
 // preflight/snapshot copies a system by it.
 //
 // Report carries typed Facts (memlock verdict, shm size, RDMA devices,

@@ -118,11 +118,11 @@ func TestParseMemlockLimits(t *testing.T) {
 		want Rlimit
 		err  bool
 	}{
-		{"Limit Soft Limit Hard Limit Units\nMax locked memory         65536                65536                bytes\n", Rlimit{65536, 65536}, false},
-		{"Max locked memory         8388608              unlimited            bytes\n", Rlimit{8388608, Unlimited}, false},
-		{"Max locked memory unlimited unlimited bytes", Rlimit{Unlimited, Unlimited}, false},
-		{"Max locked memory 18446744073709551615 18446744073709551615 bytes", Rlimit{Unlimited, Unlimited}, false},
-		{"Max locked memory 0 0 bytes", Rlimit{0, 0}, false},
+		{"Limit Soft Limit Hard Limit Units\nMax locked memory         65536                65536                bytes\n", Rlimit{Soft: 65536, Hard: 65536}, false},
+		{"Max locked memory         8388608              unlimited            bytes\n", Rlimit{Soft: 8388608, Hard: Unlimited}, false},
+		{"Max locked memory unlimited unlimited bytes", Rlimit{Soft: Unlimited, Hard: Unlimited}, false},
+		{"Max locked memory 18446744073709551615 18446744073709551615 bytes", Rlimit{Soft: Unlimited, Hard: Unlimited}, false},
+		{"Max locked memory 0 0 bytes", Rlimit{Soft: 0, Hard: 0}, false},
 		{"Max locked memory lots 1 bytes", Rlimit{}, true},
 		{"Max locked memory 1", Rlimit{}, true},
 		{"Max open files 1 1 files", Rlimit{}, true},

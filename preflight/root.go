@@ -6,6 +6,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -34,11 +35,13 @@ var (
 // sysRoot is the directory facts are read under.
 //
 // On the live system ("/") files are opened as they are. Under any other
-// root the tree is untrusted input (a snapshot someone sent in): symbolic
-// links are resolved and must stay inside the tree (those under proc/,
-// sys/ and dev/ inside that directory, as real sysfs links do); only
-// regular files are opened, with O_NONBLOCK|O_NOFOLLOW, and read with a
-// size bound; each bad file gives one warning.
+// root the tree is untrusted input (a snapshot someone sent in): it is
+// read only through an os.Root, which follows symbolic links but refuses
+// a path whose links lead out of the tree (an absolute link included);
+// those under proc/, sys/ and dev/ are read through an os.Root of that
+// directory, so their links stay inside it, as real sysfs links do. Only
+// regular files are opened, with O_NONBLOCK, and read with a size bound;
+// each bad file gives one warning.
 type sysRoot struct {
 	dir  string
 	live bool
@@ -47,10 +50,36 @@ type sysRoot struct {
 
 // treeState is what the readers of one Run share under a tree root.
 type treeState struct {
-	real     string          // dir with its own links resolved
+	fs       treeFS // where rel paths are opened
+	fsErr    error  // why the tree cannot be opened (it is not there)
+	areas    map[string]area
 	warned   map[string]bool // rel paths warned about
 	warnings []string
 	rec      func(Read) // non-nil while Record runs
+}
+
+// treeFS is what a tree's files are opened and statted through: an
+// *os.Root, or slash.
+type treeFS interface {
+	Stat(name string) (fs.FileInfo, error)
+	OpenFile(name string, flag int, perm fs.FileMode) (*os.File, error)
+}
+
+// slash is the live system read as a tree (Record of "/"): plain paths.
+// Nothing is outside "/", so there is nothing to confine, and an absolute
+// link (Debian's /var/run -> /run) is followed as on the live system.
+type slash struct{}
+
+func (slash) Stat(name string) (fs.FileInfo, error) { return os.Stat("/" + name) }
+func (slash) OpenFile(name string, flag int, perm fs.FileMode) (*os.File, error) {
+	return os.OpenFile("/"+name, flag, perm)
+}
+
+// area is the os.Root of proc/, sys/ or dev/ in a tree, or why it cannot
+// be opened.
+type area struct {
+	fs  treeFS
+	err error
 }
 
 func newRoot(root string) sysRoot {
@@ -62,11 +91,30 @@ func newRoot(root string) sysRoot {
 
 // newTree reads dir as a tree, even "/" (Record reads the live system so).
 func newTree(dir string) sysRoot {
-	t := &treeState{real: dir, warned: map[string]bool{}}
-	if r, err := filepath.EvalSymlinks(dir); err == nil {
-		t.real = r
+	t := &treeState{warned: map[string]bool{}, areas: map[string]area{}}
+	if filepath.Clean(dir) == "/" {
+		t.fs = slash{}
+	} else if r, err := os.OpenRoot(dir); err == nil {
+		t.fs = r
+	} else {
+		t.fsErr = err
 	}
 	return sysRoot{dir: dir, t: t}
+}
+
+// close releases the tree's os.Roots.
+func (s sysRoot) close() {
+	if s.t == nil {
+		return
+	}
+	for _, a := range s.t.areas {
+		if r, ok := a.fs.(*os.Root); ok {
+			r.Close()
+		}
+	}
+	if r, ok := s.t.fs.(*os.Root); ok {
+		r.Close()
+	}
 }
 
 // path joins rel (slash separated, relative) to the root.
@@ -74,28 +122,74 @@ func (s sysRoot) path(rel string) string {
 	return filepath.Join(s.dir, filepath.FromSlash(rel))
 }
 
-// resolve returns the real path of rel under a tree root, refusing one
-// whose links lead out of its area (ErrOutside).
-func (s sysRoot) resolve(rel string) (string, error) {
-	p := s.path(rel)
-	real, err := filepath.EvalSymlinks(p)
-	if err != nil {
-		return "", err
+// in returns what rel is opened through under a tree root, and its name
+// there: the os.Root of proc/, sys/ or dev/ for a path below one of them
+// (opened on first use), else the tree's.
+func (s sysRoot) in(rel string) (treeFS, string, error) {
+	t := s.t
+	if t.fsErr != nil {
+		return nil, "", t.fsErr
 	}
-	area := s.t.real
-	if first, _, _ := strings.Cut(rel, "/"); first == "proc" || first == "sys" || first == "dev" {
-		area = filepath.Join(s.t.real, first)
+	first, rest, _ := strings.Cut(rel, "/")
+	r, ok := t.fs.(*os.Root)
+	if !ok || first != "proc" && first != "sys" && first != "dev" {
+		return t.fs, rel, nil
 	}
-	if !within(area, real) {
-		return "", fmt.Errorf("links to %q, %w", real, ErrOutside)
+	a, ok := t.areas[first]
+	if !ok {
+		sub, err := r.OpenRoot(first)
+		a = area{err: err}
+		if err == nil {
+			a.fs = sub
+		}
+		t.areas[first] = a
 	}
-	return real, nil
+	if a.err != nil {
+		return nil, "", s.outside(first, a.err)
+	}
+	if rest == "" {
+		rest = "."
+	}
+	return a.fs, rest, nil
 }
 
-// within reports whether p is dir or below it.
-func within(dir, p string) bool {
-	r, err := filepath.Rel(dir, p)
-	return err == nil && r != ".." && !strings.HasPrefix(r, "../") && !filepath.IsAbs(r)
+// stat is os.Stat of rel under a tree root, through its os.Root.
+func (s sysRoot) stat(rel string) (fs.FileInfo, error) {
+	f, name, err := s.in(rel)
+	if err != nil {
+		return nil, err
+	}
+	fi, err := f.Stat(name)
+	return fi, s.outside(rel, err)
+}
+
+// openAt opens rel under a tree root with flag, through its os.Root.
+func (s sysRoot) openAt(rel string, flag int) (*os.File, error) {
+	root, name, err := s.in(rel)
+	if err != nil {
+		return nil, err
+	}
+	f, err := root.OpenFile(name, flag|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, s.outside(rel, err)
+	}
+	return f, nil
+}
+
+// outside is err, or for an os.Root's refusal of a path whose links lead
+// out of it, an error that wraps ErrOutside and, when rel itself is the
+// link, says where it points.
+func (s sysRoot) outside(rel string, err error) error {
+	var pe *fs.PathError
+	if !errors.As(err, &pe) || pe.Err.Error() != "path escapes from parent" { // os.Root's error, not exported
+		return err
+	}
+	if r, ok := s.t.fs.(*os.Root); ok {
+		if to, lerr := r.Readlink(rel); lerr == nil {
+			return fmt.Errorf("links to %q, %w", to, ErrOutside)
+		}
+	}
+	return fmt.Errorf("a link on its path leads %w", ErrOutside)
 }
 
 // warn records one warning for rel, unless err says only that it does not
@@ -120,21 +214,17 @@ func absent(err error) bool {
 	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)
 }
 
-// openTree opens rel under a tree root: resolved within the tree, a
-// regular file, never blocking, following no link.
+// openTree opens rel under a tree root: through its os.Root, a regular
+// file, never blocking.
 func (s sysRoot) openTree(rel string) (*os.File, error) {
-	real, err := s.resolve(rel)
-	if err != nil {
-		return nil, err
-	}
-	fi, err := os.Stat(real)
+	fi, err := s.stat(rel)
 	if err != nil {
 		return nil, err
 	}
 	if !fi.Mode().IsRegular() {
 		return nil, fmt.Errorf("%w (%s)", ErrNotRegular, kindOf(fi.Mode()))
 	}
-	f, err := os.OpenFile(real, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+	f, err := s.openAt(rel, os.O_RDONLY|syscall.O_NONBLOCK)
 	if err != nil {
 		return nil, err
 	}
@@ -296,20 +386,12 @@ func (s sysRoot) list(rel string, keep ...func(string) bool) ([]string, error) {
 }
 
 func (s sysRoot) listRaw(rel string, keep []func(string) bool) (names []string, dirs []bool, err error) {
-	dir := s.path(rel)
-	if s.t != nil {
-		if dir, err = s.resolve(rel); err != nil {
-			return nil, nil, err
-		}
-		fi, err := os.Stat(dir)
-		if err != nil {
-			return nil, nil, err
-		}
-		if !fi.IsDir() {
-			return nil, nil, fmt.Errorf("not a directory (%s)", kindOf(fi.Mode()))
-		}
+	var all []string
+	if s.t == nil {
+		all, err = readDirNames(s.path(rel))
+	} else {
+		all, err = s.readTreeDir(rel)
 	}
-	all, err := readDirNames(dir)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -328,11 +410,29 @@ next:
 	sort.Strings(names)
 	if s.t != nil && s.t.rec != nil {
 		for _, n := range names {
-			fi, err := os.Stat(filepath.Join(dir, n))
+			fi, err := s.stat(path.Join(rel, n))
 			dirs = append(dirs, err == nil && fi.IsDir())
 		}
 	}
 	return names, dirs, nil
+}
+
+// readTreeDir is a directory's names under a tree root, unsorted, read
+// through its os.Root.
+func (s sysRoot) readTreeDir(rel string) ([]string, error) {
+	fi, err := s.stat(rel)
+	if err != nil {
+		return nil, err
+	}
+	if !fi.IsDir() {
+		return nil, fmt.Errorf("not a directory (%s)", kindOf(fi.Mode()))
+	}
+	f, err := s.openAt(rel, os.O_RDONLY|syscall.O_DIRECTORY)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return f.Readdirnames(-1)
 }
 
 // readDirNames is a directory's names, unsorted, read as readLive reads
@@ -378,29 +478,27 @@ func (s sysRoot) exists(rel string) bool {
 		_, err := os.Stat(s.path(rel))
 		return err == nil
 	}
-	real, err := s.resolve(rel)
-	var fi fs.FileInfo
-	if err == nil {
-		fi, err = os.Stat(real)
-	}
+	fi, err := s.stat(rel)
 	s.warn(rel, err)
 	s.record(Read{Rel: rel, Kind: ReadExists, Err: err, Dirs: []bool{err == nil && fi.IsDir()}})
 	return err == nil
 }
 
 // statfsSize is the size of the filesystem holding rel; it is not a file,
-// so Record has nothing to copy (a snapshot cannot carry it).
+// so Record has nothing to copy (a snapshot cannot carry it). Under a tree
+// root rel is opened through its os.Root only to name it (openPathFlag:
+// no device is opened, nothing blocks) and its open file asked.
 func (s sysRoot) statfsSize(rel string) (int64, error) {
-	p := s.path(rel)
-	if s.t != nil {
-		real, err := s.resolve(rel)
-		if err != nil {
-			s.warn(rel, err)
-			return 0, err
-		}
-		p = real
+	if s.t == nil {
+		return statfsSize(s.path(rel))
 	}
-	return statfsSize(p)
+	f, err := s.openAt(rel, openPathFlag)
+	if err != nil {
+		s.warn(rel, err)
+		return 0, err
+	}
+	defer f.Close()
+	return fstatfsSize(f)
 }
 
 // record hands r to Record's callback, if one is running.

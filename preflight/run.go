@@ -18,6 +18,7 @@ func Run(ctx context.Context, opts Options) Report {
 // run is Run over s; treeEnvOK lets a tree's recorded environment replace
 // opts.Env.
 func run(ctx context.Context, s sysRoot, opts Options, treeEnvOK bool) Report {
+	defer s.close()
 	envList := opts.Env
 	if s.t != nil && treeEnvOK {
 		if e, ok := treeEnv(s); ok {

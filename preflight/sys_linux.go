@@ -58,14 +58,12 @@ const (
 
 // liveMemlock returns this process's RLIMIT_MEMLOCK.
 func liveMemlock() (Rlimit, error) {
-	l, err := rlimit.Get(rlimit.Memlock)
-	return Rlimit{Soft: l.Soft, Hard: l.Hard}, err
+	return rlimit.Get(rlimit.Memlock)
 }
 
 // liveStack returns this process's RLIMIT_STACK.
 func liveStack() (Rlimit, error) {
-	l, err := rlimit.Get(unix.RLIMIT_STACK)
-	return Rlimit{Soft: l.Soft, Hard: l.Hard}, err
+	return rlimit.Get(unix.RLIMIT_STACK)
 }
 
 // statfsSize returns the size in bytes of the filesystem holding path.
@@ -73,6 +71,19 @@ func statfsSize(path string) (int64, error) {
 	var st unix.Statfs_t
 	if err := unix.Statfs(path, &st); err != nil {
 		return 0, fmt.Errorf("statfs %q: %w", path, err)
+	}
+	return int64(st.Blocks) * int64(st.Bsize), nil
+}
+
+// openPathFlag opens a file only to name it (O_PATH): no device is
+// opened, nothing blocks, and fstatfs(2) still answers.
+const openPathFlag = unix.O_PATH
+
+// fstatfsSize is statfsSize of an open file.
+func fstatfsSize(f *os.File) (int64, error) {
+	var st unix.Statfs_t
+	if err := unix.Fstatfs(int(f.Fd()), &st); err != nil {
+		return 0, fmt.Errorf("statfs %q: %w", f.Name(), err)
 	}
 	return int64(st.Blocks) * int64(st.Bsize), nil
 }

@@ -4,6 +4,7 @@ package preflight
 
 import (
 	"net"
+	"os"
 
 	"github.com/ncclrun/ncclrun/internal/pinrule"
 )
@@ -15,6 +16,10 @@ func statfsSize(string) (int64, error) {
 	return 0, ErrUnsupported
 }
 func openRW(string) error { return ErrUnsupported }
+
+const openPathFlag = os.O_RDONLY
+
+func fstatfsSize(*os.File) (int64, error) { return 0, ErrUnsupported }
 func execFileCaps(p string) (string, pinrule.ExecFile, error) {
 	return p, pinrule.ExecFile{}, ErrUnsupported
 }

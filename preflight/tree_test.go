@@ -178,7 +178,7 @@ func TestTreeResults(t *testing.T) {
 		assert.Equal(t, CapSets{Bounding: true}, caps.Details["ipc_lock"])
 		assert.Equal(t, 1000, caps.Details["uid"])
 		assert.Equal(t, false, caps.Details["no_new_privs"])
-		assert.Equal(t, CommandState{UID: 1000, GID: 1000, Via: "none", Memlock: Rlimit{65536, 65536}, MemlockKnown: true}, caps.Details["command"])
+		assert.Equal(t, CommandState{UID: 1000, GID: 1000, Via: "none", Memlock: Rlimit{Soft: 65536, Hard: 65536}, MemlockKnown: true}, caps.Details["command"])
 	})
 	t.Run("slurm raise simulated", func(t *testing.T) {
 		r := Run(context.Background(), Options{Root: "testdata/slurm", Env: []string{"SLURM_JOB_ID=1"}})
@@ -199,7 +199,7 @@ func TestTreeResults(t *testing.T) {
 		assert.Equal(t, map[string]any{"soft": Unlimited, "hard": Unlimited, "soft_before": int64(8 << 20), "hard_before": int64(8 << 20),
 			"min_bytes": DefaultMinMemlock, "rule": ruleUnlimited,
 			"raise": "simulated: ncclrun run raises the soft and the hard limit to unlimited (the snapshot holds CAP_SYS_RESOURCE in the initial user namespace)"}, got.Details)
-		assert.Equal(t, Rlimit{Unlimited, Unlimited}, r.Command.Memlock)
+		assert.Equal(t, Rlimit{Soft: Unlimited, Hard: Unlimited}, r.Command.Memlock)
 	})
 	t.Run("nnp mentions no_new_privs", func(t *testing.T) {
 		r := Run(context.Background(), Options{Root: "testdata/nnp", Env: []string{}, MinMemlock: DefaultMinMemlock})
@@ -439,32 +439,32 @@ func TestRaisePrediction(t *testing.T) {
 		after  Rlimit
 		raise  string // the "raise" detail; "" absent
 	}{
-		{name: "as recorded", before: Rlimit{mib8, mib8}, after: Rlimit{Unlimited, Unlimited},
+		{name: "as recorded", before: Rlimit{Soft: mib8, Hard: mib8}, after: Rlimit{Soft: Unlimited, Hard: Unlimited},
 			raise: "simulated: ncclrun run raises the soft and the hard limit to unlimited (the snapshot holds CAP_SYS_RESOURCE in the initial user namespace)"},
 		{name: "soft below hard", files: map[string]string{"proc/self/limits": withLimit("65536", "8388608")},
-			before: Rlimit{65536, mib8}, after: Rlimit{Unlimited, Unlimited},
+			before: Rlimit{Soft: 65536, Hard: mib8}, after: Rlimit{Soft: Unlimited, Hard: Unlimited},
 			raise: "simulated: ncclrun run raises the soft and the hard limit to unlimited (the snapshot holds CAP_SYS_RESOURCE in the initial user namespace)"},
 		{name: "no CAP_SYS_RESOURCE", files: map[string]string{"proc/self/status": noSysResource},
-			before: Rlimit{mib8, mib8}, after: Rlimit{mib8, mib8}},
+			before: Rlimit{Soft: mib8, Hard: mib8}, after: Rlimit{Soft: mib8, Hard: mib8}},
 		{name: "no CAP_SYS_RESOURCE, soft below hard", files: map[string]string{"proc/self/status": noSysResource, "proc/self/limits": withLimit("65536", "8388608")},
-			before: Rlimit{65536, mib8}, after: Rlimit{mib8, mib8},
+			before: Rlimit{Soft: 65536, Hard: mib8}, after: Rlimit{Soft: mib8, Hard: mib8},
 			raise: "simulated: ncclrun run raises the soft limit to the hard limit; the hard limit stays, as raising it needs CAP_SYS_RESOURCE"},
 		{name: "user namespace", files: map[string]string{"proc/self/uid_map": userns, "proc/self/limits": withLimit("65536", "8388608")},
-			before: Rlimit{65536, mib8}, after: Rlimit{mib8, mib8},
+			before: Rlimit{Soft: 65536, Hard: mib8}, after: Rlimit{Soft: mib8, Hard: mib8},
 			raise: "simulated: ncclrun run raises the soft limit to the hard limit; the hard limit stays, as CAP_SYS_RESOURCE in a user namespace does not raise it"},
 		{name: "user namespace, soft=hard", files: map[string]string{"proc/self/uid_map": userns},
-			before: Rlimit{mib8, mib8}, after: Rlimit{mib8, mib8}},
+			before: Rlimit{Soft: mib8, Hard: mib8}, after: Rlimit{Soft: mib8, Hard: mib8}},
 		{name: "uid_map not recorded", remove: "proc/self/uid_map", files: map[string]string{"proc/self/limits": withLimit("65536", "8388608")},
-			before: Rlimit{65536, mib8}, after: Rlimit{mib8, mib8},
+			before: Rlimit{Soft: 65536, Hard: mib8}, after: Rlimit{Soft: mib8, Hard: mib8},
 			raise: "simulated: ncclrun run raises the soft limit to the hard limit; the hard limit stays, as the snapshot does not show whether CAP_SYS_RESOURCE is in the initial user namespace (no readable proc/self/uid_map)"},
 		{name: "status not recorded", remove: "proc/self/status", files: map[string]string{"proc/self/limits": withLimit("65536", "8388608")},
-			before: Rlimit{65536, mib8}, after: Rlimit{mib8, mib8},
+			before: Rlimit{Soft: 65536, Hard: mib8}, after: Rlimit{Soft: mib8, Hard: mib8},
 			raise: "simulated: ncclrun run raises the soft limit to the hard limit; the hard limit stays, as the snapshot's capabilities are unknown"},
 		{name: "hard unlimited needs no capability", files: map[string]string{"proc/self/status": noSysResource, "proc/self/limits": withLimit("65536", "unlimited")},
-			before: Rlimit{65536, Unlimited}, after: Rlimit{Unlimited, Unlimited},
+			before: Rlimit{Soft: 65536, Hard: Unlimited}, after: Rlimit{Soft: Unlimited, Hard: Unlimited},
 			raise: "simulated: ncclrun run raises the soft limit to the hard limit"},
 		{name: "unlimited already", files: map[string]string{"proc/self/limits": withLimit("unlimited", "unlimited")},
-			before: Rlimit{Unlimited, Unlimited}, after: Rlimit{Unlimited, Unlimited}},
+			before: Rlimit{Soft: Unlimited, Hard: Unlimited}, after: Rlimit{Soft: Unlimited, Hard: Unlimited}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -474,8 +474,8 @@ func TestRaisePrediction(t *testing.T) {
 			}
 			r := Run(context.Background(), Options{Root: root, Env: []string{}})
 			got, _ := r.Check(IDMemlock)
-			assert.Equal(t, tc.before, Rlimit{got.Details["soft_before"].(int64), got.Details["hard_before"].(int64)}, "before")
-			assert.Equal(t, tc.after, Rlimit{got.Details["soft"].(int64), got.Details["hard"].(int64)}, "after")
+			assert.Equal(t, tc.before, Rlimit{Soft: got.Details["soft_before"].(int64), Hard: got.Details["hard_before"].(int64)}, "before")
+			assert.Equal(t, tc.after, Rlimit{Soft: got.Details["soft"].(int64), Hard: got.Details["hard"].(int64)}, "after")
 			assert.Equal(t, tc.after, r.Command.Memlock, "CMD's limit")
 			raise, _ := got.Details["raise"].(string)
 			assert.Equal(t, tc.raise, raise)

@@ -97,3 +97,34 @@ func TestTreeLinksInside(t *testing.T) {
 	assert.ErrorIs(t, err, ErrOutside)
 	assert.Empty(t, newRoot("/").t, "the live system is read plainly")
 }
+
+// TestTreeDotDotLinks: relative links that climb out of the tree with ..
+// are refused, whether the file itself is the link or a directory on its
+// path is, and nothing outside the tree is read.
+func TestTreeDotDotLinks(t *testing.T) {
+	outer := t.TempDir()
+	root := filepath.Join(outer, "tree")
+	require.NoError(t, os.MkdirAll(filepath.Join(root, "sys/class"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(outer, "sv-outside"), []byte("SLURM_JOB_ID=1\n"), 0o644))
+	require.NoError(t, os.MkdirAll(filepath.Join(outer, "sv-etc"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(outer, "sv-etc/passwd"), []byte("root:x:0:0::/root:/bin/sh\n"), 0o644))
+	require.NoError(t, os.Symlink("../sv-outside", filepath.Join(root, EnvFile)))
+	require.NoError(t, os.Symlink("../sv-etc", filepath.Join(root, "etc")))
+	require.NoError(t, os.Symlink("../../../sv-etc", filepath.Join(root, "sys/class/net")))
+
+	s := newRoot(root)
+	_, err := s.readFile(EnvFile)
+	require.ErrorIs(t, err, ErrOutside)
+	assert.Contains(t, err.Error(), `links to "../sv-outside", outside the tree`)
+	_, err = s.readFile("etc/passwd")
+	assert.ErrorIs(t, err, ErrOutside, "a directory on the path links out")
+	_, err = s.list("sys/class/net")
+	assert.ErrorIs(t, err, ErrOutside)
+	assert.False(t, s.exists("etc/passwd"))
+	_, err = s.statfsSize("etc/passwd")
+	assert.ErrorIs(t, err, ErrOutside)
+
+	r := Run(context.Background(), Options{Root: root, Env: []string{}})
+	assert.Equal(t, Host, r.Environment.Kind, "the file outside the tree was not read")
+	assert.Contains(t, strings.Join(r.Warnings, "\n"), EnvFile+`: links to "../sv-outside", outside the tree; not read`)
+}

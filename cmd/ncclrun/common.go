@@ -27,7 +27,7 @@ type settings struct {
 	report     string
 	termLog    string
 	ncclDebug  string
-	memlock    *preflight.Rlimit
+	memlock    *rlimit.Limit
 	dropCaps   []string
 	quiet      bool
 	user       string
@@ -104,7 +104,7 @@ func parseSettings(c *cli.Context) (settings, error) {
 		if err != nil {
 			return s, usagef("--%s: %v", flagMemlock, err)
 		}
-		s.memlock = &preflight.Rlimit{Soft: l.Soft, Hard: l.Hard}
+		s.memlock = &l
 	}
 	if owns(flagMinMemlock) {
 		if s.minMemlock, err = bytesFlag(c, flagMinMemlock); err != nil {
@@ -183,14 +183,6 @@ func (s settings) minMemlockOrDefault() int64 {
 		return s.minMemlock
 	}
 	return preflight.DefaultMinMemlock
-}
-
-// launcherMemlock converts --memlock for launcher.Config.
-func (s settings) launcherMemlock() *[2]int64 {
-	if s.memlock == nil {
-		return nil
-	}
-	return &[2]int64{s.memlock.Soft, s.memlock.Hard}
 }
 
 // envAdds are the variables run would add, before ComposeEnv drops those

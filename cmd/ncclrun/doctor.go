@@ -67,5 +67,5 @@ func probeMlock(e *env, s settings, user *launcher.User, ambient bool, size int6
 		user = &u
 	}
 	return pinProbe(self, launcher.Config{Env: e.environ, User: user, AmbientIPCLock: ambient,
-		DropCaps: s.dropCaps, Memlock: s.launcherMemlock()}, size)
+		DropCaps: s.dropCaps, Memlock: s.memlock}, size)
 }

@@ -53,7 +53,7 @@ func raiseLimits(s settings) *preflight.Rlimit {
 	if err != nil || !liveRoot(s.root) {
 		return nil
 	}
-	return &preflight.Rlimit{Soft: mc.Before[0], Hard: mc.Before[1]}
+	return &mc.Before
 }
 
 // preflightOptions are the options run, doctor and env share; before is
@@ -270,7 +270,7 @@ func planChild(e *env, j runJob, rep preflight.Report) childPlan {
 		User:           j.user,
 		AmbientIPCLock: rep.Command.Ambient,
 		DropCaps:       j.s.dropCaps,
-		Memlock:        j.s.launcherMemlock(),
+		Memlock:        j.s.memlock,
 		KillAfter:      j.s.killAfter,
 		NoPTY:          j.s.noPTY,
 	}

@@ -299,7 +299,9 @@ func TestSnapshotPrivacy(t *testing.T) {
 	for _, p := range []string{"proc/self/environ", "proc/1/cgroup", "root/.ssh", "dev/sda", "sys/module/other", "secret-outside",
 		"var/run/secrets/kubernetes.io/serviceaccount/token", "sys/class/net/evil0/flags", "sys/class/net/evil1/flags"} {
 		_, err := os.Lstat(filepath.Join(out, p))
-		require.ErrorIs(t, err, fs.ErrNotExist, "%s must not be in the snapshot", p)
+		if !errors.Is(err, syscall.ENOTDIR) { // evil0, whose link leaves sys/, is an empty mark, not a directory
+			require.ErrorIs(t, err, fs.ErrNotExist, "%s must not be in the snapshot", p)
+		}
 	}
 	// What is there: the service account as an empty directory, device
 	// nodes as empty files, ~/.nccl.conf with its NCCL_ line only.

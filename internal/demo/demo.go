@@ -37,6 +37,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/ncclrun/ncclrun/internal/rlimit"
 	"github.com/ncclrun/ncclrun/internal/units"
 )
 
@@ -63,9 +64,8 @@ type State struct {
 	// UserNamespace: the process is in a user namespace other than the
 	// initial one, where capabilities do not bypass RLIMIT_MEMLOCK.
 	UserNamespace bool
-	// MemlockSoft and MemlockHard are RLIMIT_MEMLOCK in bytes,
-	// units.Unlimited (-1) for unlimited.
-	MemlockSoft, MemlockHard int64
+	// Memlock is RLIMIT_MEMLOCK.
+	Memlock rlimit.Limit
 	// FileCaps: the demo's own executable carries file capabilities (the
 	// security.capability xattr), which no real CMD has.
 	FileCaps bool
@@ -126,20 +126,20 @@ func ChooseFix(s State) Fix {
 // capability fix is not shown.
 func limitFix(s State, reason string) Fix {
 	pin := FakePin
-	if s.MemlockHard >= 0 && s.MemlockHard < pin {
-		pin = s.MemlockHard / pageSize * pageSize
+	if s.Memlock.Hard >= 0 && s.Memlock.Hard < pin {
+		pin = s.Memlock.Hard / pageSize * pageSize
 	}
 	if pin <= 0 {
-		return Fix{Kind: FixNone, Why: fmt.Sprintf("%s, and the hard RLIMIT_MEMLOCK is %s: nothing on this machine can pin memory", reason, units.FormatSize(s.MemlockHard))}
+		return Fix{Kind: FixNone, Why: fmt.Sprintf("%s, and the hard RLIMIT_MEMLOCK is %s: nothing on this machine can pin memory", reason, units.FormatSize(s.Memlock.Hard))}
 	}
 	if pin <= FailLimit {
 		// Pinning within the failing run's own limit shows no fix.
-		return Fix{Kind: FixNone, Why: fmt.Sprintf("%s, and the hard RLIMIT_MEMLOCK is %s, no more than the failing run's %s: this machine allows no more to pin than a default container does", reason, units.FormatSize(s.MemlockHard), units.FormatSize(FailLimit))}
+		return Fix{Kind: FixNone, Why: fmt.Sprintf("%s, and the hard RLIMIT_MEMLOCK is %s, no more than the failing run's %s: this machine allows no more to pin than a default container does", reason, units.FormatSize(s.Memlock.Hard), units.FormatSize(FailLimit))}
 	}
 	return Fix{
 		Kind: FixLimit,
 		Pin:  pin,
-		Why:  fmt.Sprintf("%s, so the fixed run uses the memlock limit this machine allows (soft %s, hard %s; ncclrun raises soft to hard), and each rank pins %s", reason, units.FormatSize(s.MemlockSoft), units.FormatSize(s.MemlockHard), units.FormatSize(pin)),
+		Why:  fmt.Sprintf("%s, so the fixed run uses the memlock limit this machine allows (soft %s, hard %s; ncclrun raises soft to hard), and each rank pins %s", reason, units.FormatSize(s.Memlock.Soft), units.FormatSize(s.Memlock.Hard), units.FormatSize(pin)),
 		Equivalent: []string{
 			"docker run --ulimit memlock=-1:-1 ... (any user)",
 			"Kubernetes: LimitMEMLOCK=infinity for containerd/CRI-O on the node (examples/kubernetes/c-node-memlock/)",
@@ -271,8 +271,8 @@ func run(self string, st State, stdout, stderr io.Writer) int {
 		fixed = []string{"run", "--memlock", "64KiB"}
 	case FixLimit:
 		say("[2/2] With the fix: the memlock limit this machine allows instead of 64 KiB; each rank pins %s.", units.FormatSize(fix.Pin))
-		if st.MemlockHard >= 0 {
-			say("      (Real NCCL needs more than %s: on a node with an RDMA device ncclrun's preflight says so.)", units.FormatSize(st.MemlockHard))
+		if st.Memlock.Hard >= 0 {
+			say("      (Real NCCL needs more than %s: on a node with an RDMA device ncclrun's preflight says so.)", units.FormatSize(st.Memlock.Hard))
 		}
 		fixed = []string{"run"}
 	default:

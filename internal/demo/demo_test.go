@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ncclrun/ncclrun/internal/rlimit"
 	"github.com/ncclrun/ncclrun/internal/testutil"
 	"github.com/ncclrun/ncclrun/internal/units"
 )
@@ -34,7 +35,7 @@ func TestMain(m *testing.M) {
 		// The demo itself, its runs answered by fakeNcclrun.
 		os.Unsetenv(demoEnv)
 		self, _ := os.Executable()
-		os.Exit(run(self, State{IPCLockPermitted: true, MemlockSoft: 8 << 20, MemlockHard: 8 << 20}, os.Stdout, os.Stderr))
+		os.Exit(run(self, State{IPCLockPermitted: true, Memlock: rlimit.Limit{Soft: 8 << 20, Hard: 8 << 20}}, os.Stdout, os.Stderr))
 	}
 	if sc, ok := os.LookupEnv(fakeEnv); ok {
 		os.Exit(fakeNcclrun(sc, os.Args[1:]))
@@ -109,16 +110,16 @@ func TestChooseFix(t *testing.T) {
 		kind FixKind
 		pin  int64
 	}{
-		{"root with CAP_IPC_LOCK", State{IPCLockPermitted: true, MemlockSoft: 8 << 20, MemlockHard: 8 << 20}, FixCapability, FakePin},
-		{"cap in a user namespace is useless", State{IPCLockPermitted: true, UserNamespace: true, MemlockSoft: 8 << 20, MemlockHard: 8 << 20}, FixLimit, 8 << 20},
-		{"non-root, 8 MiB", State{MemlockSoft: 8 << 20, MemlockHard: 8 << 20}, FixLimit, 8 << 20},
-		{"non-root, soft 64 KiB hard unlimited", State{MemlockSoft: 64 << 10, MemlockHard: units.Unlimited}, FixLimit, FakePin},
-		{"non-root, 64 GiB", State{MemlockSoft: 64 << 30, MemlockHard: 64 << 30}, FixLimit, FakePin},
-		{"non-root, odd hard limit rounds down to a page", State{MemlockSoft: 100000, MemlockHard: 100000}, FixLimit, 98304},
-		{"non-root, hard 64 KiB: no more than the failing run", State{MemlockSoft: 64 << 10, MemlockHard: 64 << 10}, FixNone, 0},
-		{"non-root, hard 128 KiB", State{MemlockSoft: 64 << 10, MemlockHard: 128 << 10}, FixLimit, 128 << 10},
+		{"root with CAP_IPC_LOCK", State{IPCLockPermitted: true, Memlock: rlimit.Limit{Soft: 8 << 20, Hard: 8 << 20}}, FixCapability, FakePin},
+		{"cap in a user namespace is useless", State{IPCLockPermitted: true, UserNamespace: true, Memlock: rlimit.Limit{Soft: 8 << 20, Hard: 8 << 20}}, FixLimit, 8 << 20},
+		{"non-root, 8 MiB", State{Memlock: rlimit.Limit{Soft: 8 << 20, Hard: 8 << 20}}, FixLimit, 8 << 20},
+		{"non-root, soft 64 KiB hard unlimited", State{Memlock: rlimit.Limit{Soft: 64 << 10, Hard: units.Unlimited}}, FixLimit, FakePin},
+		{"non-root, 64 GiB", State{Memlock: rlimit.Limit{Soft: 64 << 30, Hard: 64 << 30}}, FixLimit, FakePin},
+		{"non-root, odd hard limit rounds down to a page", State{Memlock: rlimit.Limit{Soft: 100000, Hard: 100000}}, FixLimit, 98304},
+		{"non-root, hard 64 KiB: no more than the failing run", State{Memlock: rlimit.Limit{Soft: 64 << 10, Hard: 64 << 10}}, FixNone, 0},
+		{"non-root, hard 128 KiB", State{Memlock: rlimit.Limit{Soft: 64 << 10, Hard: 128 << 10}}, FixLimit, 128 << 10},
 		{"non-root, hard 0", State{}, FixNone, 0},
-		{"non-root, hard under a page", State{MemlockSoft: 100, MemlockHard: 100}, FixNone, 0},
+		{"non-root, hard under a page", State{Memlock: rlimit.Limit{Soft: 100, Hard: 100}}, FixNone, 0},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -135,8 +136,8 @@ func TestChooseFix(t *testing.T) {
 
 func TestChoosePlan(t *testing.T) {
 	const self, copied = "/usr/local/bin/ncclrun", "TMPDIR/ncclrun-demo-1/ncclrun"
-	capState := State{IPCLockPermitted: true, MemlockSoft: 64 << 10, MemlockHard: 64 << 10}
-	noCap := State{MemlockSoft: 8 << 20, MemlockHard: 8 << 20}
+	capState := State{IPCLockPermitted: true, Memlock: rlimit.Limit{Soft: 64 << 10, Hard: 64 << 10}}
+	noCap := State{Memlock: rlimit.Limit{Soft: 8 << 20, Hard: 8 << 20}}
 	with := func(s State) State { s.FileCaps = true; return s }
 	tests := []struct {
 		name   string
@@ -150,11 +151,11 @@ func TestChoosePlan(t *testing.T) {
 		{"root, no file capabilities", capState, "", FixCapability, FakePin, self, "holds CAP_IPC_LOCK"},
 		{"file capability, copy runs", with(capState), copied, FixCapability, FakePin, copied, "holds CAP_IPC_LOCK"},
 		{"file capability, no copy, hard 64 KiB: no fix to show", with(capState), "", FixNone, 0, self, "the fake job is ncclrun itself"},
-		{"file capability, no copy: the limit", with(State{IPCLockPermitted: true, MemlockSoft: 64 << 10, MemlockHard: 8 << 20}), "", FixLimit, 8 << 20, self, "the fake job is ncclrun itself"},
+		{"file capability, no copy: the limit", with(State{IPCLockPermitted: true, Memlock: rlimit.Limit{Soft: 64 << 10, Hard: 8 << 20}}), "", FixLimit, 8 << 20, self, "the fake job is ncclrun itself"},
 		{"file capability, no copy, hard 0", with(State{IPCLockPermitted: true}), "", FixNone, 0, self, "the fake job is ncclrun itself"},
 		{"file capability not in the bounding set, copy runs", with(noCap), copied, FixLimit, 8 << 20, copied, "no usable CAP_IPC_LOCK"},
 		{"file capability not in the bounding set, no copy", with(noCap), "", FixLimit, 8 << 20, self, "no usable CAP_IPC_LOCK"},
-		{"file capability in a user namespace, copy runs", with(State{IPCLockPermitted: true, UserNamespace: true, MemlockSoft: 8 << 20, MemlockHard: 8 << 20}), copied, FixLimit, 8 << 20, copied, "user namespace"},
+		{"file capability in a user namespace, copy runs", with(State{IPCLockPermitted: true, UserNamespace: true, Memlock: rlimit.Limit{Soft: 8 << 20, Hard: 8 << 20}}), copied, FixLimit, 8 << 20, copied, "user namespace"},
 		{"no file capabilities, limit", noCap, "", FixLimit, 8 << 20, self, "no usable CAP_IPC_LOCK"},
 	}
 	for _, tc := range tests {
@@ -222,8 +223,8 @@ func after(args []string) []string {
 }
 
 func TestRunScenarios(t *testing.T) {
-	capState := State{IPCLockPermitted: true, MemlockSoft: 8 << 20, MemlockHard: 8 << 20}
-	limState := State{MemlockSoft: 8 << 20, MemlockHard: 8 << 20}
+	capState := State{IPCLockPermitted: true, Memlock: rlimit.Limit{Soft: 8 << 20, Hard: 8 << 20}}
+	limState := State{Memlock: rlimit.Limit{Soft: 8 << 20, Hard: 8 << 20}}
 	tests := []struct {
 		name      string
 		scenario  string
@@ -267,7 +268,7 @@ func TestRunScenarios(t *testing.T) {
 func TestRunFileCaps(t *testing.T) {
 	self, err := os.Executable()
 	require.NoError(t, err)
-	st := State{IPCLockPermitted: true, FileCaps: true, MemlockSoft: 8 << 20, MemlockHard: 8 << 20}
+	st := State{IPCLockPermitted: true, FileCaps: true, Memlock: rlimit.Limit{Soft: 8 << 20, Hard: 8 << 20}}
 	tests := []struct {
 		name        string
 		copyFails   bool

@@ -19,7 +19,7 @@ func probeState(self string) (State, error) {
 	if err != nil {
 		return st, err
 	}
-	st.MemlockSoft, st.MemlockHard = lim.Soft, lim.Hard
+	st.Memlock = lim
 	cs, err := caps.Get()
 	if err != nil {
 		return st, err

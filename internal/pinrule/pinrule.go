@@ -11,16 +11,17 @@
 // and take fix texts from internal/advice. Standard library only.
 package pinrule
 
-import "github.com/ncclrun/ncclrun/internal/advice"
+import (
+	"github.com/ncclrun/ncclrun/internal/advice"
+	"github.com/ncclrun/ncclrun/internal/rlimit"
+)
 
 // Unlimited is RLIM_INFINITY in a Limit.
-const Unlimited int64 = -1
+const Unlimited = rlimit.Unlimited
 
-// Limit is an RLIMIT_MEMLOCK soft/hard pair in bytes.
-type Limit struct {
-	Soft int64 `json:"soft"`
-	Hard int64 `json:"hard"`
-}
+// Limit is an RLIMIT_MEMLOCK soft/hard pair in bytes: rlimit's one limit
+// type.
+type Limit = rlimit.Limit
 
 // CapSets are the five capability sets of one capability, as booleans.
 type CapSets struct {

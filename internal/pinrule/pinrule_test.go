@@ -12,7 +12,7 @@ import (
 const kib64 = 64 << 10
 
 func base() Cred {
-	return Cred{UID: 1000, GID: 1000, Memlock: Limit{kib64, kib64}, MemlockKnown: true, CredsKnown: true,
+	return Cred{UID: 1000, GID: 1000, Memlock: Limit{Soft: kib64, Hard: kib64}, MemlockKnown: true, CredsKnown: true,
 		Platform: advice.Kubernetes, RDMA: Yes, Setid: false}
 }
 
@@ -26,7 +26,7 @@ func TestEveryRow(t *testing.T) {
 		via    string
 		cred   Cred
 	}{
-		{RuleUnlimited, OK, ViaNone, with(func(c *Cred) { c.Memlock = Limit{Unlimited, Unlimited} })},
+		{RuleUnlimited, OK, ViaNone, with(func(c *Cred) { c.Memlock = Limit{Soft: Unlimited, Hard: Unlimited} })},
 		{RuleAmbient, OK, ViaAmbient, with(func(c *Cred) { c.IPCLock = CapSets{Permitted: true, Bounding: true}; c.FileCap = Yes })},
 		{RuleRootIPCLock, OK, ViaInherited, with(func(c *Cred) { c.UID = 0; c.IPCLock = CapSets{Effective: true, Permitted: true, Bounding: true} })},
 		{RuleCmdFileCap, OK, ViaFile, with(func(c *Cred) {
@@ -43,7 +43,7 @@ func TestEveryRow(t *testing.T) {
 			c.UserNS = true
 			c.IPCLock = CapSets{Effective: true, Permitted: true, Bounding: true}
 		})},
-		{RuleFinite, Warn, ViaNone, with(func(c *Cred) { c.Memlock = Limit{2 << 30, 2 << 30} })},
+		{RuleFinite, Warn, ViaNone, with(func(c *Cred) { c.Memlock = Limit{Soft: 2 << 30, Hard: 2 << 30} })},
 		{RuleCmdCapLost, Fail, ViaNone, with(func(c *Cred) {
 			c.IPCLock = CapSets{Permitted: true, Bounding: true}
 			c.Exec = ExecFile{FileCap: true, IPCLockPermitted: true}
@@ -86,7 +86,7 @@ func TestNoRDMAGate(t *testing.T) {
 	assert.False(t, v.CapabilityCause)
 	c.Judge = true
 	assert.Equal(t, Fail, Decide(c, 1<<30).Status)
-	c.Judge, c.Memlock = false, Limit{Unlimited, Unlimited}
+	c.Judge, c.Memlock = false, Limit{Soft: Unlimited, Hard: Unlimited}
 	assert.Equal(t, OK, Decide(c, 1<<30).Status, "ok stays ok")
 }
 

@@ -24,7 +24,7 @@ func Raise(before Limit, set func(Limit) error) (after Limit, hardErr, err error
 		}
 		after = next
 	}
-	if !unlimited(before.Hard) {
+	if !IsUnlimited(before.Hard) {
 		next := Limit{Soft: units.Unlimited, Hard: units.Unlimited}
 		if err := set(next); err != nil {
 			return after, fmt.Errorf("raise the hard limit to unlimited: %w", err), nil
@@ -52,7 +52,7 @@ func HardRaisePermitted(sysResourceEffective, initialUserNS bool) bool {
 func Raised(before Limit, hardPermitted bool) Limit {
 	cur := before
 	after, _, _ := Raise(before, func(l Limit) error {
-		if above(l.Soft, l.Hard) || above(l.Hard, cur.Hard) && !hardPermitted {
+		if Above(l.Soft, l.Hard) || Above(l.Hard, cur.Hard) && !hardPermitted {
 			return errRefused // EINVAL, EPERM
 		}
 		cur = l
@@ -62,8 +62,3 @@ func Raised(before Limit, hardPermitted bool) Limit {
 }
 
 var errRefused = errors.New("refused")
-
-func unlimited(v int64) bool { return v < 0 }
-
-// above reports whether a exceeds b, Unlimited being the largest value.
-func above(a, b int64) bool { return !unlimited(b) && (unlimited(a) || a > b) }

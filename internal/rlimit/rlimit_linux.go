@@ -22,7 +22,7 @@ func Get(resource int) (Limit, error) {
 func Set(resource int, l Limit) error {
 	r := unix.Rlimit{Cur: toKernel(l.Soft), Max: toKernel(l.Hard)}
 	if err := unix.Setrlimit(resource, &r); err != nil {
-		return fmt.Errorf("setrlimit %s %d:%d: %w", name(resource), l.Soft, l.Hard, err)
+		return fmt.Errorf("setrlimit %s %s: %w", name(resource), l, err)
 	}
 	return nil
 }

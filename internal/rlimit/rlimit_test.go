@@ -87,3 +87,44 @@ func TestParse(t *testing.T) {
 		assert.Equal(t, tc.want, got, tc.in)
 	}
 }
+
+// String is SOFT:HARD, exact, and Parse reads it back.
+func TestString(t *testing.T) {
+	for _, tc := range []struct {
+		l    Limit
+		want string
+	}{
+		{Limit{65536, 65536}, "64KiB:64KiB"},
+		{Limit{65536, 8 << 20}, "64KiB:8MiB"},
+		{Limit{100000, Unlimited}, "100000:unlimited"},
+		{Limit{Unlimited, Unlimited}, "unlimited:unlimited"},
+		{Limit{0, 1536}, "0:1536"},
+		{Limit{3 << 40, 3 << 40}, "3TiB:3TiB"},
+	} {
+		t.Run(tc.want, func(t *testing.T) {
+			assert.Equal(t, tc.want, tc.l.String())
+			back, err := Parse(tc.l.String())
+			require.NoError(t, err)
+			assert.Equal(t, tc.l, back)
+		})
+	}
+}
+
+// Above orders limit values as setrlimit(2) does, infinity the largest;
+// every negative value is infinity (IsUnlimited).
+func TestAbove(t *testing.T) {
+	for _, tc := range []struct {
+		a, b int64
+		want bool
+	}{
+		{2, 1, true}, {1, 2, false}, {1, 1, false},
+		{Unlimited, 1 << 40, true}, {1 << 40, Unlimited, false},
+		{Unlimited, Unlimited, false}, {-2, Unlimited, false}, {-2, 0, true},
+		{0, 0, false},
+	} {
+		assert.Equal(t, tc.want, Above(tc.a, tc.b), "Above(%d, %d)", tc.a, tc.b)
+	}
+	assert.True(t, IsUnlimited(Unlimited))
+	assert.True(t, IsUnlimited(-2))
+	assert.False(t, IsUnlimited(0))
+}
