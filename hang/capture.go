@@ -3,10 +3,11 @@ package hang
 import (
 	"context"
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"sync"
 	"time"
+
+	"github.com/ncclrun/ncclrun/internal/safefile"
 )
 
 // DefaultBudget is how long one capture may take, all of it: RAS and the
@@ -77,13 +78,13 @@ func Capture(ctx context.Context, o Options) Evidence {
 			name = "ras-status.json"
 		}
 		p := filepath.Join(o.Dir, name)
-		if err := os.WriteFile(p, ev.RAS.Raw, 0o644); err == nil {
+		if err := safefile.WriteFile(p, ev.RAS.Raw, 0o644); err == nil {
 			ev.RASFile = p
 		}
 	}
 	ev.Elapsed = time.Since(start).Round(time.Millisecond).String()
 	if b, err := json.MarshalIndent(ev, "", "  "); err == nil {
-		_ = os.WriteFile(filepath.Join(o.Dir, "capture.json"), append(b, '\n'), 0o644)
+		_ = safefile.WriteFile(filepath.Join(o.Dir, "capture.json"), append(b, '\n'), 0o644)
 	}
 	return ev
 }
