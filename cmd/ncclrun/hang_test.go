@@ -158,6 +158,31 @@ func TestNoHangNoEvidence(t *testing.T) {
 	assert.Nil(t, readReport(t, rep).Hang)
 }
 
+// A CMD that never started (not found, not executable) leaves no
+// evidence directory behind either: each such run left an empty
+// ncclrun-hang-* in TMPDIR.
+func TestNoStartNoEvidence(t *testing.T) {
+	notExec := filepath.Join(t.TempDir(), "not-executable")
+	require.NoError(t, os.WriteFile(notExec, []byte("#!/bin/sh\necho never\n"), 0o644))
+	for _, tc := range []struct {
+		name string
+		cmd  string
+		code int
+	}{
+		{"not found", "/nonexistent/train", ExitNotFound},
+		{"not executable", notExec, ExitNotExecutable},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tmp := t.TempDir()
+			r := invocation{args: []string{"--quiet", "--", tc.cmd}, env: []string{"TMPDIR=" + tmp}}.run(t)
+			require.Equal(t, tc.code, r.code, "stderr %q", r.stderr)
+			left, err := filepath.Glob(filepath.Join(tmp, "ncclrun-hang-*"))
+			require.NoError(t, err)
+			assert.Empty(t, left, "an empty evidence directory is removed")
+		})
+	}
+}
+
 func TestHangEnv(t *testing.T) {
 	p := hangPlan{dir: "/tmp/d", frPrefix: "/tmp/d/" + frPrefixName, rasAddr: "127.0.0.1:4242"}
 	names := func(vs []launcher.EnvVar) map[string]string {

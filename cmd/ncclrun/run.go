@@ -253,6 +253,12 @@ func planChild(e *env, j runJob, rep preflight.Report) childPlan {
 	if !j.s.noWatch && j.command(e.environ).Remote() == "" {
 		hp = newHangPlan(j.user)
 		extra = append(extra, hangEnv(e.environ, hp)...)
+		if hp.dir != "" {
+			// Removed at the end when empty, also where CMD never
+			// started (127, 126, 125) and collect's report did not run.
+			cleanup := p.cleanup
+			p.cleanup = func() { cleanup(); _ = os.Remove(hp.dir) }
+		}
 	}
 	childEnv, added := j.s.composeEnv(e.environ, rep, transport, extra...)
 	args, childEnv, added := j.command(childEnv).ForwardEnv(added) // -x or Open MPI's env list
