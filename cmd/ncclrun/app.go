@@ -141,6 +141,9 @@ type env struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
 	environ        []string
+	// ranRun: cmdRun was called (its runEnd writes the termination
+	// message of every exit from there on).
+	ranRun bool
 }
 
 // newApp builds the CLI: each command with the flags it owns
@@ -251,6 +254,11 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		e.stdout = out
 	}
 	err := newApp(e).RunContext(context.Background(), args)
+	if isRun && !e.ranRun {
+		// run's flags did not parse, so cmdRun, whose runEnd writes the
+		// termination message, never ran (termination.go).
+		flagMistakeEnd(e, args[2:], err)
+	}
 	if out != nil {
 		if code, failed := out.outputFailure(err, stderr); failed {
 			return code

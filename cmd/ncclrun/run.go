@@ -83,6 +83,7 @@ func preflightOptions(s settings, environ []string, before *preflight.Rlimit) pr
 func cmdRun(c *cli.Context, e *env) (err error) {
 	// Every non-zero exit leaves a termination message: CMD's outcome is
 	// reportOutcome's, the others (--strict, a start failure, ...) end's.
+	e.ranRun = true
 	end := &runEnd{c: c}
 	defer func() { end.finish(e, err) }()
 	// A terminating signal outside launcher.Run (during preflight, or while
