@@ -67,6 +67,21 @@ func TestHelpListsOwnFlags(t *testing.T) {
 	}
 }
 
+// Each flag's help line says its default once: a default written in the
+// usage text and the one the CLI library appends read "(default 0: off)
+// (default: 0s)".
+func TestHelpSaysEachDefaultOnce(t *testing.T) {
+	for _, command := range []string{"run", "doctor", "env", "explain", "lint", "snapshot"} {
+		t.Run(command, func(t *testing.T) {
+			r := ncclrun(t, command, "--help")
+			require.Equal(t, 0, r.code, r.stderr)
+			for _, l := range strings.Split(r.stdout, "\n") {
+				assert.LessOrEqual(t, strings.Count(l, "(default"), 1, "%q", l)
+			}
+		})
+	}
+}
+
 // A variable of a flag the command does not own is not read: the image's
 // run settings do not break `docker run --entrypoint ncclrun IMAGE
 // doctor`, nor lint; one of a flag it owns still is.
