@@ -228,6 +228,10 @@ func newApp(e *env) *cli.App {
 		},
 	}
 	for _, c := range app.Commands {
+		// The words after a command are its own: a program or file named
+		// help or h is CMD or an input, not the library's help command
+		// (--help still is; `ncclrun help CMD` is the app's).
+		c.HideHelpCommand = true
 		if !c.SkipFlagParsing {
 			c.Flags = commandFlags(c.Name)
 			c.OnUsageError = onUsage

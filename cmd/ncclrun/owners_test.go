@@ -130,6 +130,40 @@ func TestBareFormIsRun(t *testing.T) {
 	requireUsage(t, ncclrun(t, "--hang-after", "-1s", "--", "true"), "--hang-after")
 }
 
+// A word after a command is that command's: a program named help or h
+// is CMD (`ncclrun -- help`, as `ncclrun -- doctor` runs a program named
+// doctor), and a file named help or h is explain's or lint's input, not
+// the CLI library's help command.
+func TestHelpWordIsAnArgument(t *testing.T) {
+	dir := t.TempDir()
+	log, err := os.ReadFile("../../diagnosis/testdata/corpus/memlock-seed.log")
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "help"), log, 0o644))
+	manifest, err := os.ReadFile("../../examples/kubernetes/seed-trap.yaml")
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "h"), manifest, 0o644))
+	path := fakeCommands(t, map[string]string{"help": "echo I am help \"$@\"\n", "h": "echo I am h \"$@\"\n"})
+	for _, tc := range []struct {
+		args []string
+		code int
+		out  string
+	}{
+		{[]string{"--quiet", "--", "help"}, 0, "I am help"},
+		{[]string{"--quiet", "--", "h", "x"}, 0, "I am h x"},
+		{[]string{"run", "--quiet", "--", "help"}, 0, "I am help"},
+		{[]string{"--quiet", "h"}, 0, "I am h"},
+		{[]string{"explain", "help"}, 0, "memlock"},
+		{[]string{"lint", "h"}, exitLintFinding, "ipc-lock-inert"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			r := invocation{args: tc.args, env: []string{path}, dir: dir}.run(t)
+			assert.Equal(t, tc.code, r.code, "stderr %q", r.stderr)
+			assert.Contains(t, r.stdout, tc.out)
+			assert.NotContains(t, r.stdout, "USAGE:")
+		})
+	}
+}
+
 // --hang-after and --on-hang are run's, parsed into settings for the
 // hang watch: a duration and warn|stop, from the flag or the variable.
 func TestHangFlags(t *testing.T) {
