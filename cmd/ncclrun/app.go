@@ -258,6 +258,11 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		e.stdout = out
 	}
 	err := newApp(e).RunContext(context.Background(), args)
+	if err != nil && len(args) > 1 && args[1] == "help" {
+		// `ncclrun help WORD` for no command: the library exits 3, a
+		// status of no meaning here; it is a mistake in the command line.
+		err = &usageError{err}
+	}
 	if isRun && !e.ranRun {
 		// run's flags did not parse, so cmdRun, whose runEnd writes the
 		// termination message, never ran (termination.go).

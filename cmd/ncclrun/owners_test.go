@@ -164,6 +164,19 @@ func TestHelpWordIsAnArgument(t *testing.T) {
 	}
 }
 
+// `ncclrun help WORD` for a word that is no command is a usage error,
+// exit 2 as docs/contract.md says, not the library's 3.
+func TestHelpOfNoCommandIsUsage(t *testing.T) {
+	for _, word := range []string{"bogus", "torchrun"} {
+		t.Run(word, func(t *testing.T) {
+			requireUsage(t, ncclrun(t, "help", word), word)
+		})
+	}
+	r := ncclrun(t, "help", "doctor")
+	assert.Equal(t, 0, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "ncclrun doctor")
+}
+
 // --hang-after and --on-hang are run's, parsed into settings for the
 // hang watch: a duration and warn|stop, from the flag or the variable.
 func TestHangFlags(t *testing.T) {
