@@ -16,7 +16,8 @@ const DefaultBudget = time.Second
 
 // Options say what Capture takes and where it puts it.
 type Options struct {
-	// Dir is the evidence directory; it must exist.
+	// Dir is the evidence directory; it must exist. "": nothing is
+	// written, the Evidence is all there is.
 	Dir string
 	// RASAddr is the job's NCCL_RAS_ADDR; "" leaves RAS out.
 	RASAddr string
@@ -72,6 +73,10 @@ func Capture(ctx context.Context, o Options) Evidence {
 		}()
 	}
 	wg.Wait()
+	if o.Dir == "" {
+		ev.Elapsed = time.Since(start).Round(time.Millisecond).String()
+		return ev
+	}
 	if ev.RAS != nil && len(ev.RAS.Raw) > 0 {
 		name := "ras-status.txt"
 		if ev.RAS.Format == "json" {

@@ -158,6 +158,39 @@ func TestNoHangNoEvidence(t *testing.T) {
 	assert.Nil(t, readReport(t, rep).Hang)
 }
 
+// Where TMPDIR cannot be written there is no evidence directory: the
+// capture still reads RAS for the report and the line, but writes no file,
+// least of all into ncclrun's working directory, and the line says why.
+func TestHangWithoutEvidenceDirWritesNothing(t *testing.T) {
+	cwd := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c := exec.CommandContext(ctx, bin, "--quiet", "--hang-after", "200ms", "--", "sh", "-c", "read x; true")
+	c.Env = append(baseEnv(t), "TMPDIR=/nonexistent/tmp")
+	c.Dir = cwd
+	stdin, err := c.StdinPipe()
+	require.NoError(t, err)
+	defer stdin.Close()
+	errPipe, err := c.StderrPipe()
+	require.NoError(t, err)
+	require.NoError(t, c.Start())
+	var lines []string
+	sc := bufio.NewScanner(errPipe)
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+		if strings.HasPrefix(sc.Text(), "ncclrun: suspected hang") {
+			stdin.Close()
+		}
+	}
+	require.NoError(t, c.Wait(), "stderr %q", lines)
+	require.Len(t, lines, 1, "stderr %q", lines)
+	assert.Contains(t, lines[0], "no evidence directory")
+	assert.NotRegexp(t, `evidence in $`, lines[0])
+	left, err := os.ReadDir(cwd)
+	require.NoError(t, err)
+	assert.Empty(t, left, "nothing written to ncclrun's working directory")
+}
+
 // A CMD that never started (not found, not executable) leaves no
 // evidence directory behind either: each such run left an empty
 // ncclrun-hang-* in TMPDIR.
