@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -53,7 +54,11 @@ func commandFlags(command string) []cli.Flag {
 	var out []cli.Flag
 	for _, f := range cmdline.For(command) {
 		var envs []string
-		if f.Env != "" {
+		if v, set := os.LookupEnv(f.Env); f.Env != "" && (!set || v != "") {
+			// An empty variable is unset, as the library already takes an
+			// empty boolean, duration or list: a string flag would get ""
+			// in place of its default (WARN, shell, on, text, error) and
+			// refuse it (docs/cli.md).
 			envs = []string{f.Env}
 		}
 		switch f.Kind {

@@ -82,6 +82,33 @@ func TestHelpSaysEachDefaultOnce(t *testing.T) {
 	}
 }
 
+// An empty NCCLRUN_* variable is unset, for a flag with a default as for
+// every other (an empty boolean, duration or list already was): a chart's
+// `value: ""` does not make the default an error.
+func TestEmptyVariableIsUnset(t *testing.T) {
+	tree := "../../preflight/testdata/k8s-trap"
+	for _, tc := range []struct {
+		variable string
+		args     []string
+		code     int
+	}{
+		{"NCCLRUN_NCCL_DEBUG", []string{"env", "--root", tree}, 0},
+		{"NCCLRUN_NCCL_DEBUG", []string{"--quiet", "--", "true"}, 0},
+		{"NCCLRUN_NCCL_IB", []string{"env", "--root", tree}, 0},
+		{"NCCLRUN_FORMAT", []string{"env", "--root", tree}, 0},
+		{"NCCLRUN_LINT_FORMAT", []string{"lint", "../../examples/kubernetes/seed-trap.yaml"}, exitLintFinding},
+		{"NCCLRUN_LINT_FAIL_ON", []string{"lint", "../../examples/kubernetes/seed-trap.yaml"}, exitLintFinding},
+		{"NCCLRUN_ON_HANG", []string{"--quiet", "--", "true"}, 0},
+		{"NCCLRUN_STRICT", []string{"--quiet", "--", "true"}, 0},
+	} {
+		t.Run(tc.variable+" "+tc.args[0], func(t *testing.T) {
+			r := invocation{args: tc.args, env: []string{tc.variable + "="}}.run(t)
+			assert.Equal(t, tc.code, r.code, "stderr %q", r.stderr)
+			assert.Empty(t, r.stderr)
+		})
+	}
+}
+
 // A variable of a flag the command does not own is not read: the image's
 // run settings do not break `docker run --entrypoint ncclrun IMAGE
 // doctor`, nor lint; one of a flag it owns still is.
