@@ -3,10 +3,11 @@ package hang
 import (
 	"context"
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"sync"
 	"time"
+
+	"github.com/ncclrun/ncclrun/internal/safefile"
 )
 
 // DefaultBudget is how long one capture may take, all of it: RAS and the
@@ -15,7 +16,8 @@ const DefaultBudget = time.Second
 
 // Options say what Capture takes and where it puts it.
 type Options struct {
-	// Dir is the evidence directory; it must exist.
+	// Dir is the evidence directory; it must exist. "": nothing is
+	// written, the Evidence is all there is.
 	Dir string
 	// RASAddr is the job's NCCL_RAS_ADDR; "" leaves RAS out.
 	RASAddr string
@@ -71,19 +73,23 @@ func Capture(ctx context.Context, o Options) Evidence {
 		}()
 	}
 	wg.Wait()
+	if o.Dir == "" {
+		ev.Elapsed = time.Since(start).Round(time.Millisecond).String()
+		return ev
+	}
 	if ev.RAS != nil && len(ev.RAS.Raw) > 0 {
 		name := "ras-status.txt"
 		if ev.RAS.Format == "json" {
 			name = "ras-status.json"
 		}
 		p := filepath.Join(o.Dir, name)
-		if err := os.WriteFile(p, ev.RAS.Raw, 0o644); err == nil {
+		if err := safefile.WriteFile(p, ev.RAS.Raw, 0o644); err == nil {
 			ev.RASFile = p
 		}
 	}
 	ev.Elapsed = time.Since(start).Round(time.Millisecond).String()
 	if b, err := json.MarshalIndent(ev, "", "  "); err == nil {
-		_ = os.WriteFile(filepath.Join(o.Dir, "capture.json"), append(b, '\n'), 0o644)
+		_ = safefile.WriteFile(filepath.Join(o.Dir, "capture.json"), append(b, '\n'), 0o644)
 	}
 	return ev
 }

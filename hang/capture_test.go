@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -83,4 +84,45 @@ func TestCaptureBudget(t *testing.T) {
 	assert.Less(t, time.Since(start), DefaultBudget)
 	assert.NotEmpty(t, ev.RAS.Error)
 	assert.Equal(t, "py-spy is not installed", ev.StacksOff)
+}
+
+// Under --user the evidence directory belongs to CMD's user, who may plant
+// a link or a FIFO at a name Capture writes while ncclrun (root) captures:
+// Capture must write through none of them (a root file overwritten with
+// what RAS's socket, which CMD can serve, answered) and never block on one.
+func TestCaptureWritesNoPlantedName(t *testing.T) {
+	for _, tc := range []struct {
+		name, planted string
+		fifo          bool
+	}{
+		{"ras-status link", "ras-status.json", false},
+		{"stacks link", "stacks-1000.txt", false},
+		{"capture.json link", "capture.json", false},
+		{"capture.json FIFO", "capture.json", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			victim := filepath.Join(t.TempDir(), "victim")
+			require.NoError(t, os.WriteFile(victim, []byte("root's own\n"), 0o600))
+			dir := t.TempDir()
+			at := filepath.Join(dir, tc.planted)
+			if tc.fifo {
+				require.NoError(t, syscall.Mkfifo(at, 0o644))
+			} else {
+				require.NoError(t, os.Symlink(victim, at))
+			}
+			f := &hangtest.RAS{JSON: rasJSONReport}
+			done := make(chan Evidence, 1)
+			go func() {
+				done <- Capture(context.Background(), Options{Dir: dir, RASAddr: f.Serve(t), PySpy: fakePySpy(t), PIDs: []int{1000}})
+			}()
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+				t.Fatalf("Capture blocked on the %s planted at %s", map[bool]string{true: "FIFO", false: "link"}[tc.fifo], tc.planted)
+			}
+			b, err := os.ReadFile(victim)
+			require.NoError(t, err)
+			assert.Equal(t, "root's own\n", string(b), "written through the link at %s", tc.planted)
+		})
+	}
 }

@@ -44,6 +44,11 @@ const (
 	MaxDumps = 256
 )
 
+// maxDumpEntries bounds the directory entries ReadDumps looks at: the
+// directory is CMD's (its user's under --user), and a listing of millions
+// of names would cost ncclrun hundreds of MB and seconds.
+var maxDumpEntries = 1 << 16
+
 // Dump is one rank's flight-recorder dump, summarised.
 type Dump struct {
 	File string `json:"file"`
@@ -319,25 +324,33 @@ func ReadDumps(ctx context.Context, prefix string) []Dump {
 	if r, err := filepath.EvalSymlinks(dir); err == nil {
 		dir = r // the dumps themselves are opened without following links
 	}
-	des, err := os.ReadDir(dir)
+	d, err := os.Open(dir)
 	if err != nil {
 		return nil
 	}
+	defer d.Close()
 	type cand struct {
 		name string
 		rank int
 	}
 	var cs []cand
-	for _, de := range des {
-		n := de.Name()
-		if !de.Type().IsRegular() || !strings.HasPrefix(n, stem) {
-			continue
+	for budget := maxDumpEntries; budget > 0; {
+		des, err := d.ReadDir(min(budget, 1024))
+		budget -= len(des)
+		for _, de := range des {
+			n := de.Name()
+			if !de.Type().IsRegular() || !strings.HasPrefix(n, stem) {
+				continue
+			}
+			r, err := strconv.Atoi(strings.TrimPrefix(n, stem))
+			if err != nil || r < 0 {
+				continue
+			}
+			cs = append(cs, cand{n, r})
 		}
-		r, err := strconv.Atoi(strings.TrimPrefix(n, stem))
-		if err != nil || r < 0 {
-			continue
+		if err != nil {
+			break
 		}
-		cs = append(cs, cand{n, r})
 	}
 	sort.Slice(cs, func(i, j int) bool { return cs[i].rank < cs[j].rank })
 	var out []Dump

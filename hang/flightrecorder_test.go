@@ -3,6 +3,7 @@ package hang
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -78,6 +79,30 @@ func TestReadDumpsNamesRanks(t *testing.T) {
 	assert.Equal(t, 12, ds[1].Rank)
 	assert.Equal(t, int64(5), ds[1].PGs[0].LastCompleted)
 	assert.Empty(t, ds[1].Error)
+}
+
+// The dumps' directory is CMD's (its user's under --user) and may hold
+// any number of names: at most maxDumpEntries of its entries are looked
+// at, so that ncclrun's memory and time stay bounded whatever is there.
+func TestReadDumpsLooksAtBoundedEntries(t *testing.T) {
+	for _, tc := range []struct {
+		files, entries, most int
+	}{
+		{20, 10, 10},
+		{5, 10, 5},
+	} {
+		t.Run(fmt.Sprintf("%d files, %d entries", tc.files, tc.entries), func(t *testing.T) {
+			old := maxDumpEntries
+			maxDumpEntries = tc.entries
+			t.Cleanup(func() { maxDumpEntries = old })
+			dir := t.TempDir()
+			for i := range tc.files {
+				require.NoError(t, os.WriteFile(filepath.Join(dir, fmt.Sprintf("fr_rank_%d", i)), []byte("not a pickle"), 0o644))
+			}
+			ds := ReadDumps(context.Background(), filepath.Join(dir, "fr_rank_"))
+			assert.Len(t, ds, tc.most)
+		})
+	}
 }
 
 // Bad input: truncated and hostile pickles end in an error, quickly and

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/ncclrun/ncclrun/internal/safefile"
 )
 
 // Python stacks: PYTHONFAULTHANDLER=1 (set by the caller in the job's
@@ -65,7 +67,7 @@ func pySpyOne(ctx context.Context, path, dir string, pid int) Stack {
 		return st
 	}
 	f := filepath.Join(dir, fmt.Sprintf("stacks-%d.txt", pid))
-	if err := os.WriteFile(f, b.Bytes(), 0o644); err != nil {
+	if err := safefile.WriteFile(f, b.Bytes(), 0o644); err != nil {
 		st.Error = err.Error()
 		return st
 	}

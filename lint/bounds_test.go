@@ -344,6 +344,15 @@ func TestNodeCountBlockScalar(t *testing.T) {
 		{"- a: |\n    x\n  b: 1\n  c: 1\n", 8},
 		{"- |\n x\n- y\n", 3},
 		{"a: |+\n\n    x\n\n    - y\nb: 1\n", 5},
+		// An indentation indicator sets the content's indentation (the
+		// parent's plus the digit), whatever the first line's: a line
+		// indented less than that first line but not less than the
+		// indicator's is still content.
+		{"a: |2\n    x\n  - y\n  - z\n", 3},
+		{"b:\n  a: |1\n    x\n   - y\n", 5},
+		{"- |2-\n    x\n   - y\n", 2},
+		{"--- |1\n  x\n - y\n", 1},
+		{"a: >-2\n    x\n  - y\nb: 1\n", 5},
 	} {
 		got := 0
 		countNodes([]byte(tc.data), func(d docNodes) bool { got += d.nodes; return true })

@@ -201,8 +201,14 @@ func countNodes(data []byte, fn func(docNodes) bool) {
 					quote, tokenCol, nodeStart = ch, i, false
 					continue
 				case ch == '|' || ch == '>':
-					if blockHeader(line[i+1:]) {
+					if ok, inc := blockHeader(line[i+1:]); ok {
 						block, blockMin, blockInd = true, parent, -1
+						if inc > 0 {
+							// An indentation indicator: the content is
+							// indented the parent's indentation plus
+							// inc, as libyaml's scanner takes it.
+							blockInd = inc + max(parent, 0)
+						}
 						i = len(line)
 						continue
 					}
@@ -228,17 +234,20 @@ func countNodes(data []byte, fn func(docNodes) bool) {
 
 // blockHeader reports whether rest, what follows a `|` or `>`, is a block
 // scalar's header: indentation and chomping indicators, then nothing but
-// a comment.
-func blockHeader(rest []byte) bool {
+// a comment; inc is the indentation indicator (0 for none).
+func blockHeader(rest []byte) (ok bool, inc int) {
 	i := 0
 	for i < len(rest) && (rest[i] == '+' || rest[i] == '-' || (rest[i] >= '1' && rest[i] <= '9')) {
+		if rest[i] >= '1' && rest[i] <= '9' {
+			inc = int(rest[i] - '0')
+		}
 		i++
 	}
 	if i < len(rest) && rest[i] != ' ' && rest[i] != '\t' {
-		return false
+		return false, 0
 	}
 	for i < len(rest) && (rest[i] == ' ' || rest[i] == '\t') {
 		i++
 	}
-	return i == len(rest) || rest[i] == '#'
+	return i == len(rest) || rest[i] == '#', inc
 }

@@ -29,6 +29,13 @@ const (
 	probeDirPrefix = "ncclrun-nccl-"
 )
 
+// maxProbeFiles bounds the files the probe follows (NCCL writes one a
+// process of this node), each with an open descriptor, and
+// maxProbeEntries the directory entries one poll looks at: the directory
+// is CMD's (its user's under --user), which may put any number of names
+// there.
+var maxProbeFiles, maxProbeEntries = 4096, 1 << 16
+
 // Probe follows the files NCCL writes into a private directory while CMD
 // runs (the transport probe: NCCL_DEBUG=INFO, NCCL_DEBUG_FILE=DebugFile()):
 // it writes the lines NCCL would have printed at WARN (its WARN lines, the
@@ -123,24 +130,35 @@ func (p *Probe) Remove() { os.RemoveAll(p.Dir) }
 // poll reads the new bytes of every file; at the end (last) a partial
 // line counts as a line.
 func (p *Probe) poll(last bool) {
-	des, err := os.ReadDir(p.Dir)
+	d, err := os.Open(p.Dir)
 	if err != nil {
 		return
 	}
-	for _, de := range des {
-		name := de.Name()
-		if !strings.HasPrefix(name, probeFilePrefix) || !de.Type().IsRegular() {
-			continue
+	defer d.Close()
+	for budget := maxProbeEntries; budget > 0; {
+		des, err := d.ReadDir(min(budget, 1024))
+		budget -= len(des)
+		for _, de := range des {
+			name := de.Name()
+			if !strings.HasPrefix(name, probeFilePrefix) || !de.Type().IsRegular() {
+				continue
+			}
+			pf := p.files[name]
+			if pf == nil {
+				if len(p.files) >= maxProbeFiles {
+					continue
+				}
+				pf = &probeFile{}
+				p.files[name] = pf
+			}
+			p.readFile(filepath.Join(p.Dir, name), pf)
+			if last && len(pf.partial) > 0 {
+				p.lines(append(pf.partial, '\n'))
+				pf.partial = nil
+			}
 		}
-		pf := p.files[name]
-		if pf == nil {
-			pf = &probeFile{}
-			p.files[name] = pf
-		}
-		p.readFile(filepath.Join(p.Dir, name), pf)
-		if last && len(pf.partial) > 0 {
-			p.lines(append(pf.partial, '\n'))
-			pf.partial = nil
+		if err != nil {
+			return
 		}
 	}
 }

@@ -76,6 +76,39 @@ func TestProbeReadsFilesAndGivesBackWarn(t *testing.T) {
 	assert.ErrorIs(t, err, fs.ErrNotExist, "Finish removes the directory")
 }
 
+// The probe's directory is CMD's (its user's under --user): the probe
+// follows at most maxProbeFiles files, each holding an open descriptor,
+// and looks at at most maxProbeEntries names a poll, whatever CMD puts
+// there.
+func TestProbeFollowsBoundedFiles(t *testing.T) {
+	for _, tc := range []struct {
+		name                     string
+		files, maxFiles, entries int
+		want                     int
+	}{
+		{"files", 6, 3, 100, 3},
+		{"entries", 6, 100, 2, 2},
+		{"within both", 2, 3, 100, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			oldFiles, oldEntries := maxProbeFiles, maxProbeEntries
+			maxProbeFiles, maxProbeEntries = tc.maxFiles, tc.entries
+			t.Cleanup(func() { maxProbeFiles, maxProbeEntries = oldFiles, oldEntries })
+			p, err := NewProbe(io.Discard, -1, -1)
+			require.NoError(t, err)
+			t.Cleanup(p.Remove)
+			lines := 0
+			p.feed = func(chunk []byte) { lines += bytes.Count(chunk, []byte("\n")) }
+			for i := range tc.files {
+				require.NoError(t, os.WriteFile(filepath.Join(p.Dir, fmt.Sprintf("nccl.n1.%d", 100+i)), []byte("n1:1:1 [0] NCCL INFO x\n"), 0o600))
+			}
+			p.poll(true)
+			assert.Len(t, p.files, tc.want)
+			assert.Equal(t, tc.want, lines)
+		})
+	}
+}
+
 func appendFile(t *testing.T, path, s string) {
 	t.Helper()
 	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)

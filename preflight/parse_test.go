@@ -389,6 +389,11 @@ func TestResolveUser(t *testing.T) {
 		{"nobody", 0, 0, true},
 		{"trainer:nogroup", 0, 0, true},
 		{":1", 0, 0, true},
+		// (uid_t)-1 and (gid_t)-1 name nobody: run refuses them (exit 2),
+		// so doctor must not judge a CMD that runs as them.
+		{"4294967295", 0, 0, true},
+		{"4242:4294967295", 0, 0, true},
+		{"trainer:4294967295", 0, 0, true},
 	}
 	for _, tc := range cases {
 		uid, gid, err := s.resolveUser(tc.spec)

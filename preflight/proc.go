@@ -221,6 +221,22 @@ func parsePasswd(b []byte, group bool) []passwdEntry {
 // its primary group unless GROUP is given; a number not in passwd gives
 // gid 0 unless GROUP is given.
 func (s sysRoot) resolveUser(spec string) (uid, gid int, err error) {
+	// (uid_t)-1 and (gid_t)-1 name nobody (the set*id calls read them as
+	// "leave unchanged"): run refuses them (launcher.ResolveUser), so
+	// doctor does not judge a CMD that would run as them.
+	const noID = 1<<32 - 1
+	switch uid, gid, err = s.resolveUserIDs(spec); {
+	case err != nil:
+		return 0, 0, err
+	case uid == noID:
+		return 0, 0, fmt.Errorf("user %q: uid %d is (uid_t)-1, not a user", spec, uid)
+	case gid == noID:
+		return 0, 0, fmt.Errorf("user %q: gid %d is (gid_t)-1, not a group", spec, gid)
+	}
+	return uid, gid, nil
+}
+
+func (s sysRoot) resolveUserIDs(spec string) (uid, gid int, err error) {
 	u, g, hasGroup := strings.Cut(spec, ":")
 	if u == "" {
 		return 0, 0, fmt.Errorf("%w: user %q: empty user", ErrMalformed, spec)

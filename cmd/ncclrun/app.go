@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -53,7 +54,11 @@ func commandFlags(command string) []cli.Flag {
 	var out []cli.Flag
 	for _, f := range cmdline.For(command) {
 		var envs []string
-		if f.Env != "" {
+		if v, set := os.LookupEnv(f.Env); f.Env != "" && (!set || v != "") {
+			// An empty variable is unset, as the library already takes an
+			// empty boolean, duration or list: a string flag would get ""
+			// in place of its default (WARN, shell, on, text, error) and
+			// refuse it (docs/cli.md).
 			envs = []string{f.Env}
 		}
 		switch f.Kind {
@@ -141,6 +146,9 @@ type env struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
 	environ        []string
+	// ranRun: cmdRun was called (its runEnd writes the termination
+	// message of every exit from there on).
+	ranRun bool
 }
 
 // newApp builds the CLI: each command with the flags it owns
@@ -225,6 +233,10 @@ func newApp(e *env) *cli.App {
 		},
 	}
 	for _, c := range app.Commands {
+		// The words after a command are its own: a program or file named
+		// help or h is CMD or an input, not the library's help command
+		// (--help still is; `ncclrun help CMD` is the app's).
+		c.HideHelpCommand = true
 		if !c.SkipFlagParsing {
 			c.Flags = commandFlags(c.Name)
 			c.OnUsageError = onUsage
@@ -251,6 +263,16 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		e.stdout = out
 	}
 	err := newApp(e).RunContext(context.Background(), args)
+	if err != nil && len(args) > 1 && args[1] == "help" {
+		// `ncclrun help WORD` for no command: the library exits 3, a
+		// status of no meaning here; it is a mistake in the command line.
+		err = &usageError{err}
+	}
+	if isRun && !e.ranRun {
+		// run's flags did not parse, so cmdRun, whose runEnd writes the
+		// termination message, never ran (termination.go).
+		flagMistakeEnd(e, args[2:], err)
+	}
 	if out != nil {
 		if code, failed := out.outputFailure(err, stderr); failed {
 			return code

@@ -127,3 +127,30 @@ func TestEnvShowsProbe(t *testing.T) {
 	require.NotContains(t, got, "NCCL_DEBUG_FILE")
 	require.NotContains(t, got, "NCCL_DEBUG")
 }
+
+// docs/cli.md names the env command whose output is to be eval'd outside
+// run: on a node where run would have the transport probe and hang
+// capture, it must print no per-run pattern (the probe's private
+// directory, hang capture's evidence directory and RAS port), which would
+// point NCCL and torch at a directory that does not exist and at port
+// "PORT".
+func TestEnvEvalLineOfDocs(t *testing.T) {
+	b, err := os.ReadFile("../../docs/cli.md")
+	require.NoError(t, err)
+	m := regexp.MustCompile("`eval \"\\$\\(ncclrun (env[^)]*)\\)\"`").FindAllStringSubmatch(string(b), -1)
+	require.NotEmpty(t, m, "docs/cli.md names the eval line")
+	root := "../../preflight/testdata/k8s-trap" // GPUs and usable RDMA ports: run has the probe
+	for _, sub := range m {
+		t.Run(sub[1], func(t *testing.T) {
+			args := append(strings.Fields(sub[1]), "--root", root)
+			r := invocation{args: args}.run(t)
+			require.Equal(t, 0, r.code, "stderr: %q", r.stderr)
+			for _, l := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+				value, _, _ := strings.Cut(l, "  # ")
+				for _, pattern := range []string{"ncclrun-nccl-*", "ncclrun-hang-XXXXXXXXX", ":PORT"} {
+					require.NotContains(t, value, pattern, "a per-run pattern in what docs/cli.md says to eval")
+				}
+			}
+		})
+	}
+}

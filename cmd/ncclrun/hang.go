@@ -241,7 +241,11 @@ func (h *hangRun) capture() {
 	stop := h.stop != nil && !h.over
 	h.stopped = stop
 	h.mu.Unlock()
-	fprintf(h.stderr, "ncclrun: suspected hang (%s): %s; evidence in %s\n", h.trigger, evidenceLine(ev), ev.Dir)
+	where := "evidence in " + ev.Dir
+	if ev.Dir == "" {
+		where = "no evidence directory (TMPDIR cannot be written)"
+	}
+	fprintf(h.stderr, "ncclrun: suspected hang (%s): %s; %s\n", h.trigger, evidenceLine(ev), where)
 	if stop {
 		fprintf(h.stderr, "ncclrun: --%s stop: stopping %s as SIGTERM would; ncclrun will exit %d\n", flagOnHang, h.cmd, ExitHang)
 		close(h.stop)

@@ -158,6 +158,64 @@ func TestNoHangNoEvidence(t *testing.T) {
 	assert.Nil(t, readReport(t, rep).Hang)
 }
 
+// Where TMPDIR cannot be written there is no evidence directory: the
+// capture still reads RAS for the report and the line, but writes no file,
+// least of all into ncclrun's working directory, and the line says why.
+func TestHangWithoutEvidenceDirWritesNothing(t *testing.T) {
+	cwd := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c := exec.CommandContext(ctx, bin, "--quiet", "--hang-after", "200ms", "--", "sh", "-c", "read x; true")
+	c.Env = append(baseEnv(t), "TMPDIR=/nonexistent/tmp")
+	c.Dir = cwd
+	stdin, err := c.StdinPipe()
+	require.NoError(t, err)
+	defer stdin.Close()
+	errPipe, err := c.StderrPipe()
+	require.NoError(t, err)
+	require.NoError(t, c.Start())
+	var lines []string
+	sc := bufio.NewScanner(errPipe)
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+		if strings.HasPrefix(sc.Text(), "ncclrun: suspected hang") {
+			stdin.Close()
+		}
+	}
+	require.NoError(t, c.Wait(), "stderr %q", lines)
+	require.Len(t, lines, 1, "stderr %q", lines)
+	assert.Contains(t, lines[0], "no evidence directory")
+	assert.NotRegexp(t, `evidence in $`, lines[0])
+	left, err := os.ReadDir(cwd)
+	require.NoError(t, err)
+	assert.Empty(t, left, "nothing written to ncclrun's working directory")
+}
+
+// A CMD that never started (not found, not executable) leaves no
+// evidence directory behind either: each such run left an empty
+// ncclrun-hang-* in TMPDIR.
+func TestNoStartNoEvidence(t *testing.T) {
+	notExec := filepath.Join(t.TempDir(), "not-executable")
+	require.NoError(t, os.WriteFile(notExec, []byte("#!/bin/sh\necho never\n"), 0o644))
+	for _, tc := range []struct {
+		name string
+		cmd  string
+		code int
+	}{
+		{"not found", "/nonexistent/train", ExitNotFound},
+		{"not executable", notExec, ExitNotExecutable},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tmp := t.TempDir()
+			r := invocation{args: []string{"--quiet", "--", tc.cmd}, env: []string{"TMPDIR=" + tmp}}.run(t)
+			require.Equal(t, tc.code, r.code, "stderr %q", r.stderr)
+			left, err := filepath.Glob(filepath.Join(tmp, "ncclrun-hang-*"))
+			require.NoError(t, err)
+			assert.Empty(t, left, "an empty evidence directory is removed")
+		})
+	}
+}
+
 func TestHangEnv(t *testing.T) {
 	p := hangPlan{dir: "/tmp/d", frPrefix: "/tmp/d/" + frPrefixName, rasAddr: "127.0.0.1:4242"}
 	names := func(vs []launcher.EnvVar) map[string]string {

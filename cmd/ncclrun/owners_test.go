@@ -67,6 +67,48 @@ func TestHelpListsOwnFlags(t *testing.T) {
 	}
 }
 
+// Each flag's help line says its default once: a default written in the
+// usage text and the one the CLI library appends read "(default 0: off)
+// (default: 0s)".
+func TestHelpSaysEachDefaultOnce(t *testing.T) {
+	for _, command := range []string{"run", "doctor", "env", "explain", "lint", "snapshot"} {
+		t.Run(command, func(t *testing.T) {
+			r := ncclrun(t, command, "--help")
+			require.Equal(t, 0, r.code, r.stderr)
+			for _, l := range strings.Split(r.stdout, "\n") {
+				assert.LessOrEqual(t, strings.Count(l, "(default"), 1, "%q", l)
+			}
+		})
+	}
+}
+
+// An empty NCCLRUN_* variable is unset, for a flag with a default as for
+// every other (an empty boolean, duration or list already was): a chart's
+// `value: ""` does not make the default an error.
+func TestEmptyVariableIsUnset(t *testing.T) {
+	tree := "../../preflight/testdata/k8s-trap"
+	for _, tc := range []struct {
+		variable string
+		args     []string
+		code     int
+	}{
+		{"NCCLRUN_NCCL_DEBUG", []string{"env", "--root", tree}, 0},
+		{"NCCLRUN_NCCL_DEBUG", []string{"--quiet", "--", "true"}, 0},
+		{"NCCLRUN_NCCL_IB", []string{"env", "--root", tree}, 0},
+		{"NCCLRUN_FORMAT", []string{"env", "--root", tree}, 0},
+		{"NCCLRUN_LINT_FORMAT", []string{"lint", "../../examples/kubernetes/seed-trap.yaml"}, exitLintFinding},
+		{"NCCLRUN_LINT_FAIL_ON", []string{"lint", "../../examples/kubernetes/seed-trap.yaml"}, exitLintFinding},
+		{"NCCLRUN_ON_HANG", []string{"--quiet", "--", "true"}, 0},
+		{"NCCLRUN_STRICT", []string{"--quiet", "--", "true"}, 0},
+	} {
+		t.Run(tc.variable+" "+tc.args[0], func(t *testing.T) {
+			r := invocation{args: tc.args, env: []string{tc.variable + "="}}.run(t)
+			assert.Equal(t, tc.code, r.code, "stderr %q", r.stderr)
+			assert.Empty(t, r.stderr)
+		})
+	}
+}
+
 // A variable of a flag the command does not own is not read: the image's
 // run settings do not break `docker run --entrypoint ncclrun IMAGE
 // doctor`, nor lint; one of a flag it owns still is.
@@ -113,6 +155,53 @@ func TestBareFormIsRun(t *testing.T) {
 		assert.Equal(t, 3, r.code, "%q: %q", args, r.stderr)
 	}
 	requireUsage(t, ncclrun(t, "--hang-after", "-1s", "--", "true"), "--hang-after")
+}
+
+// A word after a command is that command's: a program named help or h
+// is CMD (`ncclrun -- help`, as `ncclrun -- doctor` runs a program named
+// doctor), and a file named help or h is explain's or lint's input, not
+// the CLI library's help command.
+func TestHelpWordIsAnArgument(t *testing.T) {
+	dir := t.TempDir()
+	log, err := os.ReadFile("../../diagnosis/testdata/corpus/memlock-seed.log")
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "help"), log, 0o644))
+	manifest, err := os.ReadFile("../../examples/kubernetes/seed-trap.yaml")
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "h"), manifest, 0o644))
+	path := fakeCommands(t, map[string]string{"help": "echo I am help \"$@\"\n", "h": "echo I am h \"$@\"\n"})
+	for _, tc := range []struct {
+		args []string
+		code int
+		out  string
+	}{
+		{[]string{"--quiet", "--", "help"}, 0, "I am help"},
+		{[]string{"--quiet", "--", "h", "x"}, 0, "I am h x"},
+		{[]string{"run", "--quiet", "--", "help"}, 0, "I am help"},
+		{[]string{"--quiet", "h"}, 0, "I am h"},
+		{[]string{"explain", "help"}, 0, "memlock"},
+		{[]string{"lint", "h"}, exitLintFinding, "ipc-lock-inert"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			r := invocation{args: tc.args, env: []string{path}, dir: dir}.run(t)
+			assert.Equal(t, tc.code, r.code, "stderr %q", r.stderr)
+			assert.Contains(t, r.stdout, tc.out)
+			assert.NotContains(t, r.stdout, "USAGE:")
+		})
+	}
+}
+
+// `ncclrun help WORD` for a word that is no command is a usage error,
+// exit 2 as docs/contract.md says, not the library's 3.
+func TestHelpOfNoCommandIsUsage(t *testing.T) {
+	for _, word := range []string{"bogus", "torchrun"} {
+		t.Run(word, func(t *testing.T) {
+			requireUsage(t, ncclrun(t, "help", word), word)
+		})
+	}
+	r := ncclrun(t, "help", "doctor")
+	assert.Equal(t, 0, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "ncclrun doctor")
 }
 
 // --hang-after and --on-hang are run's, parsed into settings for the

@@ -83,6 +83,7 @@ func preflightOptions(s settings, environ []string, before *preflight.Rlimit) pr
 func cmdRun(c *cli.Context, e *env) (err error) {
 	// Every non-zero exit leaves a termination message: CMD's outcome is
 	// reportOutcome's, the others (--strict, a start failure, ...) end's.
+	e.ranRun = true
 	end := &runEnd{c: c}
 	defer func() { end.finish(e, err) }()
 	// A terminating signal outside launcher.Run (during preflight, or while
@@ -253,6 +254,12 @@ func planChild(e *env, j runJob, rep preflight.Report) childPlan {
 	if !j.s.noWatch && j.command(e.environ).Remote() == "" {
 		hp = newHangPlan(j.user)
 		extra = append(extra, hangEnv(e.environ, hp)...)
+		if hp.dir != "" {
+			// Removed at the end when empty, also where CMD never
+			// started (127, 126, 125) and collect's report did not run.
+			cleanup := p.cleanup
+			p.cleanup = func() { cleanup(); _ = os.Remove(hp.dir) }
+		}
 	}
 	childEnv, added := j.s.composeEnv(e.environ, rep, transport, extra...)
 	args, childEnv, added := j.command(childEnv).ForwardEnv(added) // -x or Open MPI's env list

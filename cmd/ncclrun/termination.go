@@ -11,6 +11,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ncclrun/ncclrun/diagnosis"
+	"github.com/ncclrun/ncclrun/internal/cmdline"
+	"github.com/ncclrun/ncclrun/internal/environ"
 	"github.com/ncclrun/ncclrun/internal/printable"
 	"github.com/ncclrun/ncclrun/internal/safefile"
 	"github.com/ncclrun/ncclrun/nccllog"
@@ -124,6 +126,44 @@ func (r *runEnd) path() string {
 		return defaultTerminationLog
 	}
 	return ""
+}
+
+// flagMistakeEnd writes the termination message of a run whose flags the
+// parser refused (a flag run does not own, a value missing, an NCCLRUN_*
+// variable that does not parse): cmdRun never ran, so its runEnd did not.
+// The log is --termination-log as given before the mistake, else
+// NCCLRUN_TERMINATION_LOG, else /dev/termination-log where it exists on
+// the live system, as runEnd.path finds it before preflight.
+func flagMistakeEnd(e *env, args []string, err error) {
+	var ue *usageError
+	if !errors.As(err, &ue) {
+		return
+	}
+	path, root := "", ""
+	flags, _, _ := cmdline.Parse("run", args)
+	for _, a := range flags {
+		switch a.Flag.Name {
+		case flagTerminationLog:
+			path = a.Value
+		case flagRoot:
+			root = a.Value
+		}
+	}
+	if f, ok := cmdline.Lookup("run", flagTerminationLog); ok && path == "" {
+		path, _ = environ.Lookup(e.environ, f.Env)
+	}
+	if f, ok := cmdline.Lookup("run", flagRoot); ok && root == "" {
+		root, _ = environ.Lookup(e.environ, f.Env)
+	}
+	if path == "" && liveRoot(root) && fileExists(defaultTerminationLog) {
+		path = defaultTerminationLog
+	}
+	if path == "" {
+		return
+	}
+	if werr := safefile.WriteFile(path, []byte(earlyExitText(err, nil, "CMD")), 0o644); werr != nil {
+		fprintf(e.stderr, "ncclrun: warning: termination log: %v\n", werr)
+	}
 }
 
 // command is CMD's name for the messages ("CMD" when none was given).

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/ncclrun/ncclrun/internal/testutil"
@@ -64,6 +65,42 @@ func TestTerminationMessageForEveryExit(t *testing.T) {
 		require.Equal(t, 0, r.code)
 		assert.NoFileExists(t, tl)
 	})
+}
+
+// A mistake that the flag parser itself finds (a flag run does not have,
+// a flag without its value, an NCCLRUN_* variable that does not parse)
+// leaves the termination message too, in --termination-log given before
+// it or in NCCLRUN_TERMINATION_LOG: in a pod it is the most common
+// mistake in the command line.
+func TestTerminationMessageForFlagMistakes(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		env  []string
+		want string
+	}{
+		{"unknown flag", []string{"--termination-log", "TL", "--bogus", "--", "true"}, nil, "flag provided but not defined: -bogus"},
+		{"unknown flag after run", []string{"run", "--termination-log=TL", "--probe", "1MiB", "--", "true"}, nil, "flag provided but not defined: -probe"},
+		{"variable names the log", []string{"--no-such-flag", "--", "true"}, []string{"NCCLRUN_TERMINATION_LOG=TL"}, "flag provided but not defined: -no-such-flag"},
+		{"bad variable", []string{"--termination-log", "TL", "--", "true"}, []string{"NCCLRUN_STRICT=maybe"}, "NCCLRUN_STRICT"},
+		{"value missing", []string{"--termination-log", "TL", "--kill-after"}, nil, "kill-after"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tl := filepath.Join(t.TempDir(), "termination-log")
+			subst := func(in []string) []string {
+				out := make([]string, len(in))
+				for i, a := range in {
+					out[i] = strings.ReplaceAll(a, "TL", tl)
+				}
+				return out
+			}
+			r := invocation{args: subst(tc.args), env: subst(tc.env)}.run(t)
+			requireUsage(t, r, tc.want)
+			msg := mustRead(t, tl)
+			assert.Contains(t, msg, tc.want)
+			assert.True(t, strings.HasSuffix(msg, "(exit status 2)\n"), "%q", msg)
+		})
+	}
 }
 
 func TestEarlyExitText(t *testing.T) {

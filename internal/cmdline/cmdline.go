@@ -114,7 +114,7 @@ var Flags = []Flag{
 	{Name: "stop-grace", Kind: Duration, Env: env("stop-grace"), Commands: run, Usage: "on the first terminating signal, send --checkpoint-signal to the training processes and forward the terminating signal `DURATION` later (or once they exited)"},
 	{Name: "checkpoint-signal", Kind: String, Env: env("checkpoint-signal"), Commands: run, Usage: "the `SIG` --stop-grace sends to the training processes", DefaultText: "SIGUSR1"},
 	{Name: "misconfig-exit", Kind: String, Env: env("misconfig-exit"), Commands: run, Usage: "exit `N` instead of CMD's status when CMD failed of a certain deployment misconfiguration (memlock, shm, ...)"},
-	{Name: "hang-after", Kind: Duration, Env: env("hang-after"), Commands: run, Usage: "no line from CMD for `DURATION` while its processes live is a suspected hang (default 0: off)"},
+	{Name: "hang-after", Kind: Duration, Env: env("hang-after"), Commands: run, Usage: "no line from CMD for `DURATION` while its processes live is a suspected hang", DefaultText: "0: off"},
 	{Name: "on-hang", Kind: String, Env: env("on-hang"), Commands: run, Usage: "`warn|stop`: stop stops CMD (as SIGTERM would) once a hang's evidence is captured", Default: "warn"},
 	{Name: "probe", Kind: String, Env: env("probe"), Commands: []string{"doctor"}, Usage: "pin `SIZE` bytes with mlock in a child with CMD's credentials"},
 	{Name: "json", Kind: Bool, Env: env("json"), Commands: []string{"doctor"}, Usage: "print docs/contract.md's doctor JSON"},

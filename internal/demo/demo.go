@@ -350,7 +350,7 @@ func step(self, job, dir, name string, args []string, pin int64, stdout, stderr 
 	argv := append(append([]string(nil), args...), "--report", repPath, "--")
 	argv = append(append(argv, job), fake...)
 	cmd := exec.Command(self, argv...)
-	cmd.Stdout, cmd.Stderr = stdout, stderr
+	cmd.Stdout, cmd.Stderr = &drained{w: stdout}, stderr
 	err := cmd.Run()
 	code := 0
 	if err != nil {
@@ -372,6 +372,27 @@ func step(self, job, dir, name string, args []string, pin int64, stdout, stderr 
 		return code, nil, fmt.Errorf("read report %q: %w", repPath, err)
 	}
 	return code, &rep, nil
+}
+
+// drained is a run's stdout: once its reader has gone (EPIPE: `ncclrun
+// demo | head -1`), the rest of the run's output is read and dropped, as
+// a stdout whose reader wants no more calls for, instead of failing the
+// copy, and with it the run and the demo.
+type drained struct {
+	w    io.Writer
+	gone bool
+}
+
+func (d *drained) Write(p []byte) (int, error) {
+	if d.gone {
+		return len(p), nil
+	}
+	n, err := d.w.Write(p)
+	if errors.Is(err, syscall.EPIPE) {
+		d.gone = true
+		return len(p), nil
+	}
+	return n, err
 }
 
 func hasDiagnosis(r *report, id string) bool {

@@ -84,3 +84,22 @@ func demoAsUser(t *testing.T, bin, bounding, home string) string {
 	require.NoError(t, err)
 	return out.String()
 }
+
+// TestDemoReaderGone: `ncclrun demo | head -1` ends quietly with the
+// demo's own status (docs/contract.md: a stdout whose reader has gone
+// ends a command other than run quietly), the runs' output dropped
+// instead of failing them.
+func TestDemoReaderGone(t *testing.T) {
+	bin := buildNcclrun(t)
+	r, w, err := os.Pipe()
+	require.NoError(t, err)
+	require.NoError(t, r.Close())
+	cmd := exec.Command(bin, "demo")
+	var errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = w, &errb
+	err = cmd.Run()
+	require.NoError(t, w.Close())
+	require.NoError(t, err, "stderr:\n%s", errb.String())
+	assert.NotContains(t, errb.String(), "broken pipe")
+	assert.NotContains(t, errb.String(), "ncclrun: demo:")
+}
