@@ -95,6 +95,12 @@ type Config struct {
 	// called from the stream's relay goroutine.
 	OnOutputError func(s Stream, err error)
 
+	// OnExit, when set, is told once that the main child has exited and
+	// was reaped, before the rest of its output is drained and its
+	// descendants reaped. It is called from Run's own goroutine and must
+	// not block.
+	OnExit func()
+
 	// NoPTY gives the child plain pipes even when ncclrun's stdout or
 	// stderr is a terminal (by default the child then gets a pseudo
 	// terminal for that stream, so it behaves as on a terminal).

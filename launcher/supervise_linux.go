@@ -45,6 +45,9 @@ func (s *supervisor) supervise(relaysDone <-chan struct{}) {
 		switch s.phase {
 		case running:
 			if s.status != nil {
+				if s.cfg.OnExit != nil {
+					s.cfg.OnExit()
+				}
 				s.phase = draining
 				drain := time.NewTimer(drainTimeout)
 				defer drain.Stop()

@@ -40,3 +40,35 @@ func TestRunKillAfterFiresDuringTheDrain(t *testing.T) {
 	assert.Equal(t, Result{ExitCode: 3}, r.res)
 	assert.ErrorIs(t, unix.Kill(worker, 0), unix.ESRCH, "worker %d still exists", worker)
 }
+
+// OnExit is told that the main child exited while a descendant still
+// holds its output: before the drain, not once it ends.
+func TestRunOnExitBeforeTheDrain(t *testing.T) {
+	defer func(d time.Duration) { drainTimeout = d }(drainTimeout)
+	drainTimeout = time.Hour
+	out := newWatchBuf()
+	exited := make(chan struct{})
+	calls := 0
+	cfg := helperConfig(t, "leave") // its worker holds the stdout pipe
+	cfg.Stdout = out
+	cfg.OnExit = func() {
+		if calls++; calls == 1 {
+			close(exited)
+		}
+	}
+	done := runAsync(cfg)
+	s := out.waitFor("\n")
+	worker, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(s, "worker ")))
+	require.NoError(t, err, "helper said %q", s)
+	require.NoError(t, unix.Kill(os.Getpid(), unix.SIGTERM)) // forwarded: the main child exits 3
+	select {
+	case <-exited:
+	case <-time.After(30 * time.Second): // the worker holds the output until it is killed
+		t.Error("OnExit waited for the drain")
+	}
+	require.NoError(t, unix.Kill(worker, unix.SIGKILL))
+	r := <-done
+	require.NoError(t, r.err)
+	assert.Equal(t, 3, r.res.ExitCode)
+	assert.Equal(t, 1, calls, "OnExit is called once")
+}

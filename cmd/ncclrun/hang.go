@@ -145,11 +145,14 @@ type hangRun struct {
 	stderr  io.Writer
 	cmd     string
 
-	once    sync.Once
-	done    chan struct{} // closed when the capture ended
-	stop    chan struct{} // launcher.Config.Stop's share; nil without --on-hang stop
-	mu      sync.Mutex
-	over    bool // CMD has exited: nothing more is captured
+	once sync.Once
+	done chan struct{} // closed when the capture ended
+	stop chan struct{} // launcher.Config.Stop's share; nil without --on-hang stop
+	mu   sync.Mutex
+	over bool // CMD has exited: nothing more is captured
+	// quiet: the main child has exited (launcher's OnExit); what still
+	// holds its output is no training job, so its silence is no hang.
+	quiet   bool
 	trigger string
 	ev      *hang.Evidence
 	stopped bool
@@ -188,15 +191,33 @@ func (h *hangRun) start(cmd string) {
 	h.cmd = cmd
 	if h.s.after > 0 {
 		h.timer = time.AfterFunc(h.s.after, func() {
-			h.fire(fmt.Sprintf("no output from CMD for %v (--%s)", h.s.after, flagHangAfter))
+			h.fire(fmt.Sprintf("no output from CMD for %v (--%s)", h.s.after, flagHangAfter), true)
 		})
 	}
 }
 
-// output is told of each chunk of CMD's output: the silence starts over.
+// output is told of each chunk of CMD's output: the silence starts over,
+// until the main child has exited.
 func (h *hangRun) output() {
-	if h.timer != nil {
+	if h.timer == nil {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.quiet {
 		h.timer.Reset(h.s.after)
+	}
+}
+
+// exited is told that the main child has exited (launcher.Config.OnExit):
+// --hang-after's clock stops for good, since descendants that still hold
+// the output while they are torn down are no hung job.
+func (h *hangRun) exited() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.quiet = true
+	if h.timer != nil {
+		h.timer.Stop()
 	}
 }
 
@@ -204,15 +225,17 @@ func (h *hangRun) output() {
 // starts the capture.
 func (h *hangRun) found(d diagnosis.Diagnosis) {
 	if d.ID == "collective-timeout" {
-		h.fire(d.ID)
+		h.fire(d.ID, false)
 	}
 }
 
-// fire starts the one capture of this run, unless CMD has exited.
-func (h *hangRun) fire(trigger string) {
+// fire starts the one capture of this run, unless CMD has exited; idle
+// says --hang-after's silence is the trigger, which no longer counts once
+// the main child has exited.
+func (h *hangRun) fire(trigger string, idle bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.over {
+	if h.over || (idle && h.quiet) {
 		return
 	}
 	h.once.Do(func() {

@@ -276,3 +276,18 @@ func TestHangFlagsUsage(t *testing.T) {
 		assert.Equal(t, ExitUsage, r.code, "%v %v: %q", tc.args, tc.env, r.stderr)
 	}
 }
+
+// Once the main child has exited, --hang-after's silence is no hang: the
+// descendants that still hold the output are being torn down. Output
+// after the exit does not re-arm the clock, and the silence's trigger
+// starts no capture.
+func TestHangAfterEndsWithTheMainChild(t *testing.T) {
+	h := newHangRun(&env{stderr: io.Discard}, hangSettings{after: time.Hour}, hangPlan{}, nil, nil)
+	h.start("sh")
+	h.exited()
+	h.output()
+	assert.False(t, h.timer.Stop(), "the clock was re-armed after the main child exited")
+	h.fire("no output from CMD", true)
+	assert.Empty(t, h.trigger, "a capture started after the main child exited")
+	h.end()
+}

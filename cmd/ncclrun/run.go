@@ -353,6 +353,7 @@ func supervise(e *env, j runJob, p childPlan, w *watch, term <-chan os.Signal) (
 	}
 	if p.hang != nil {
 		p.hang.start(j.path)
+		cfg.OnExit = p.hang.exited
 	}
 	res, err := launcher.Run(cfg)
 	if err != nil {
