@@ -1,0 +1,170 @@
+package diagnosis
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// scanFiles reads each file into a view of its own (a node's log).
+func scanFiles(t *testing.T, node string, world, perNode int, names ...string) []HangView {
+	t.Helper()
+	var vs []HangView
+	for _, n := range names {
+		b, err := os.ReadFile(filepath.Join("testdata", "hang", n))
+		require.NoError(t, err)
+		s := NewHangScan(node, world, perNode)
+		_, _ = s.Write(b)
+		s.Flush()
+		vs = append(vs, s.View())
+	}
+	return vs
+}
+
+// Promise: on the fixture of every version's lines the stalled rank is
+// named, with its host where the lines tell it, and the waiting ranks,
+// the sequence, op and size are those the lines give.
+func TestHangFixtures(t *testing.T) {
+	type want struct {
+		pg        string
+		seq       int64
+		op        string
+		waited    []int
+		stalled   []StalledRank
+		certainty string
+		mismatch  []OpMismatch
+		last      []string // lines expected among the first stalled rank's last lines
+		headline  string
+	}
+	cases := []struct {
+		name           string
+		files          []string
+		node           string
+		world, perNode int
+		want           want
+	}{
+		{name: "1.13 behind srun --label", files: []string{"v1.13-srun.log"}, want: want{
+			seq: 141, op: "ALLREDUCE", waited: []int{0, 2, 3}, stalled: []StalledRank{{Rank: 1}},
+			certainty: HangLikely, last: []string{"loading eval shard /data/eval-07.bin"}}},
+		{name: "2.1 odd size", files: []string{"v2.1-numel.log"}, want: want{
+			seq: 88, op: "ALLGATHER", waited: []int{0, 1, 2, 3}, stalled: []StalledRank{},
+			certainty: HangLikely, mismatch: []OpMismatch{{Rank: 3, Op: "ALLGATHER", Numel: 161600}},
+			headline: "every rank"}},
+		{name: "2.3 nightly", files: []string{"v2.3-nightly.log"}, want: want{
+			pg: "0", seq: 1203, op: "BROADCAST", waited: []int{0, 1, 3}, stalled: []StalledRank{{Rank: 2}},
+			certainty: HangLikely, last: []string{"epoch 3 batch 900"}}},
+		{name: "2.4 dump signal shows E < S", files: []string{"v2.4-dump.log"}, want: want{
+			pg: "0(default_pg)", seq: 12, op: "ALLREDUCE", waited: []int{0, 1, 2}, stalled: []StalledRank{{Rank: 3}},
+			certainty: HangCertain, last: []string{"retrying read of /mnt/shared/shard-0031 (EIO)"}}},
+		{name: "2.6 GUID prefix", files: []string{"v2.6-guid.log"}, want: want{
+			pg: "0(default_pg)", seq: 78, op: "BROADCAST", waited: []int{0, 1, 2, 3, 6, 7},
+			stalled: []StalledRank{{Rank: 4}, {Rank: 5}}, certainty: HangCertain}},
+		{name: "2.6 sub-group counters stay in their group", files: []string{"v2.6-subpg.log"}, want: want{
+			pg: "3", seq: 40, op: "", waited: []int{0, 2, 4}, stalled: []StalledRank{{Rank: 6}}, certainty: HangCertain}},
+		{name: "2.6 different collectives", files: []string{"v2.6-desync.log"}, want: want{
+			pg: "0(default_pg)", seq: 2070, op: "ALLREDUCE", waited: []int{0, 1, 2, 3}, stalled: []StalledRank{},
+			certainty: HangCertain, mismatch: []OpMismatch{{Rank: 2, Op: "REDUCE", Numel: 1048576}}}},
+		{name: "2.6 every rank joined after a WARN", files: []string{"v2.6-alljoined.log"}, want: want{
+			pg: "0(default_pg)", seq: 310, op: "ALLREDUCE", waited: []int{0, 1}, stalled: []StalledRank{},
+			certainty: HangCertain, headline: "NCCL WARN NET/IB : Got completion from peer"}},
+		{name: "kubectl logs --prefix", files: []string{"kubectl-prefix.log"}, want: want{
+			pg: "0(default_pg)", seq: 301, op: "ALLREDUCE", waited: []int{0, 1, 2},
+			stalled: []StalledRank{{Rank: 3, Host: "train-worker-1"}}, certainty: HangLikely,
+			last: []string{"rank 3 waiting for the dataloader worker"}}},
+		{name: "desync report", files: []string{"desync-report.log"}, want: want{
+			seq: 7, op: "ALLREDUCE", waited: []int{0}, stalled: []StalledRank{{Rank: 2}}, certainty: HangCertain}},
+		{name: "gloo, both nodes' logs together", files: []string{"gloo-node0.log", "gloo-node1.log"}, want: want{
+			op: "unknown", waited: []int{0, 2, 3}, stalled: []StalledRank{{Rank: 1, Host: "node0"}}, certainty: HangLikely}},
+		{name: "gloo, the node that held it", files: []string{"gloo-node0.log"}, node: "node0", world: 4, perNode: 2, want: want{
+			op: "unknown", waited: []int{0}, stalled: []StalledRank{{Rank: 1, Host: "node0"}}, certainty: HangLikely}},
+		{name: "gloo, the other node", files: []string{"gloo-node1.log"}, node: "node1", world: 4, perNode: 2, want: want{
+			op: "unknown", waited: []int{2, 3}, stalled: []StalledRank{{Rank: 0}, {Rank: 1}}, certainty: HangUnknown,
+			headline: "on another node"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			h := JobHang(scanFiles(t, c.node, c.world, c.perNode, c.files...))
+			require.NotNil(t, h)
+			w := c.want
+			assert.Equal(t, w.pg, h.PG, "pg")
+			assert.Equal(t, w.seq, h.Seq, "seq")
+			assert.Equal(t, w.op, h.Op, "op")
+			assert.Equal(t, w.waited, h.Waited, "waited")
+			assert.Equal(t, w.stalled, h.Stalled, "stalled")
+			assert.Equal(t, w.certainty, h.Certainty, "certainty")
+			assert.Equal(t, w.mismatch, h.OpMismatch, "op_mismatch")
+			assert.NotEmpty(t, h.Evidence)
+			if len(w.last) > 0 {
+				got := strings.Join(h.LastLines[itoa(w.stalled[0].Rank)], "\n")
+				for _, l := range w.last {
+					assert.Contains(t, got, l)
+				}
+			}
+			head := HangHeadline(h)
+			if w.headline != "" {
+				assert.Contains(t, head, w.headline)
+			}
+			if len(w.stalled) > 0 {
+				assert.Contains(t, head, "rank")
+				assert.Contains(t, head, itoa(w.stalled[0].Rank))
+				if w.stalled[0].Host != "" {
+					assert.Contains(t, head, w.stalled[0].Host)
+				}
+			}
+		})
+	}
+}
+
+
+// Promise: no hang without a timeout line: a failing job whose lines
+// show no collective timeout has none.
+func TestHangNoneWithoutTimeout(t *testing.T) {
+	s := NewHangScan("", 0, 0)
+	_, _ = s.Write([]byte("[rank0]:step 1\n[rank1]:RuntimeError: CUDA error: out of memory\n"))
+	s.Flush()
+	assert.Nil(t, s.Hang())
+}
+
+// Promise: the JSON of a hang has exactly the contract's fields.
+func TestHangJSONFields(t *testing.T) {
+	h := JobHang(scanFiles(t, "", 0, 0, "v2.4-dump.log"))
+	b, err := json.Marshal(h)
+	require.NoError(t, err)
+	var m map[string]json.RawMessage
+	require.NoError(t, json.Unmarshal(b, &m))
+	var keys []string
+	for k := range m {
+		keys = append(keys, k)
+	}
+	assert.ElementsMatch(t, []string{"pg", "seq", "op", "numel", "waited", "stalled", "certainty", "evidence", "last_lines"}, keys)
+	assert.JSONEq(t, `[{"rank":3}]`, string(m["stalled"]))
+}
+
+// Promise: a stalled rank is the first failure, before the waiting ranks'
+// knock-on timeouts, and different collectives add rank-mismatch.
+func TestApplyHang(t *testing.T) {
+	m := NewMatcher(Facts{})
+	b, err := os.ReadFile("testdata/hang/v2.4-dump.log")
+	require.NoError(t, err)
+	require.NoError(t, FeedReader(m, strings.NewReader(string(b))))
+	ds, first := ApplyHang(m.Diagnoses(), m.FirstFailure(), JobHang(scanFiles(t, "", 0, 0, "v2.4-dump.log")))
+	require.NotNil(t, first)
+	require.NotNil(t, first.Rank)
+	assert.Equal(t, 3, *first.Rank)
+	assert.Contains(t, first.Line, "rank 3 never joined ALLREDUCE #12")
+	for _, d := range ds {
+		if d.ID == "collective-timeout" {
+			require.NotNil(t, d.FirstFailure)
+			assert.Equal(t, 3, *d.FirstFailure.Rank)
+		}
+	}
+	ds, _ = ApplyHang(nil, nil, JobHang(scanFiles(t, "", 0, 0, "v2.6-desync.log")))
+	require.Len(t, ds, 1)
+	assert.Equal(t, "rank-mismatch", ds[0].ID)
+	assert.Contains(t, ds[0].Cause, "rank 2 called REDUCE")
+}
