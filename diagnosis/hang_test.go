@@ -120,7 +120,6 @@ func TestHangFixtures(t *testing.T) {
 	}
 }
 
-
 // Promise: no hang without a timeout line: a failing job whose lines
 // show no collective timeout has none.
 func TestHangNoneWithoutTimeout(t *testing.T) {
