@@ -29,39 +29,31 @@ func cmdExplain(c *cli.Context, e *env) error {
 	// closed (file and decoder) before the next: memory is the matcher's
 	// bounded state plus one gzip decoder.
 	m := diagnosis.NewMatcher(diagnosis.Facts{})
+	names, err := expandDirs(names) // jobinput.go: reports, pods, log directories
+	if err != nil {
+		return err
+	}
+	var ji jobInput
 	for _, name := range names {
-		if err := explainInput(m, name, e.stdin); err != nil {
+		if err := ji.explainInput(m, name, e.stdin); err != nil {
 			return err
 		}
 	}
-	ds, first := m.Diagnoses(), m.FirstFailure()
+	hang := ji.hang()
+	ds, first := diagnosis.ApplyHang(m.Diagnoses(), m.FirstFailure(), hang)
 	if c.Bool(flagJSON) {
 		return writeJSON(e.stdout, struct {
 			FirstFailure *diagnosis.Failure    `json:"first_failure,omitempty"`
 			Diagnoses    []diagnosis.Diagnosis `json:"diagnoses"`
-		}{first, nonNil(ds)})
+			Hang         *diagnosis.Hang       `json:"hang,omitempty"`
+		}{first, nonNil(ds), hang})
+	}
+	if hang != nil {
+		if _, err := io.WriteString(e.stdout, diagnosis.HangText(hang)+"\n"); err != nil {
+			return err
+		}
 	}
 	return diagnosis.WriteExplain(e.stdout, ds, first)
-}
-
-// explainInput feeds one input (a file, or stdin for "-") to m, to its
-// end: each input ends a line, so the last line of one never joins the
-// first of the next. An input that cannot be opened, read or decompressed,
-// or that is bzip2, zstd or xz, is a usage error naming it.
-func explainInput(m *diagnosis.Matcher, name string, stdin io.Reader) error {
-	in, err := nccllog.Open(name, stdin)
-	if err != nil {
-		var re *nccllog.ReadError
-		if errors.As(err, &re) {
-			return inputError(name, err)
-		}
-		return &usageError{fmt.Errorf("explain: %w", err)}
-	}
-	defer in.Close()
-	if err := diagnosis.FeedReader(m, in); err != nil {
-		return inputError(name, err)
-	}
-	return nil
 }
 
 // inputError is the one-line usage error for an input that could not be

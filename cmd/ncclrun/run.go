@@ -29,6 +29,11 @@ type runReport struct {
 	ExitCode      int                    `json:"exit_code"`
 	Signal        *string                `json:"signal"`
 	TorchrunError *nccllog.TorchrunError `json:"torchrun_error,omitempty"`
+	// Hang is the collective that timed out and who never joined it
+	// (docs/hangs.md); HangView this node's counters, which explain
+	// merges with the other nodes' reports.
+	Hang     *diagnosis.Hang     `json:"hang,omitempty"`
+	HangView *diagnosis.HangView `json:"hang_view,omitempty"`
 	// TapShed: NCCL INFO noise lines diagnosis did not see, shed while it
 	// was behind the output; TapLost: the other lines it did not see (0 as
 	// long as the matcher keeps up with the lines that are not noise).
@@ -114,6 +119,7 @@ func cmdRun(c *cli.Context, e *env) (err error) {
 		return &startError{cmd: j.path, err: err}
 	}
 	w := newWatch(e, rep, j.s)
+	scanHangs(w, j)
 	res, err := supervise(e, j, p, w, term)
 	if err != nil {
 		return err
@@ -338,6 +344,8 @@ type outcome struct {
 	first   *diagnosis.Failure // the first failure (Matcher.FirstFailure)
 	printed map[string]bool    // the ids of ds printed while CMD ran
 	te      *nccllog.TorchrunError
+	hang    *diagnosis.Hang // a collective timed out (docs/hangs.md)
+	view    *diagnosis.HangView
 	// code is ncclrun's exit status: CMD's, unless the policy
 	// (failfast.go) changed it and note says why.
 	code int
@@ -365,6 +373,9 @@ func collect(e *env, j runJob, p childPlan, w *watch, res launcher.Result, term 
 	}
 	out.ds, out.first, out.printed = w.Result()
 	out.code, out.note = w.ff.verdict(res, out.ds)
+	// After the verdict: the hang is a failure CMD's status already tells.
+	out.hang, out.view = w.Hang()
+	out.ds, out.first = diagnosis.ApplyHang(out.ds, out.first, out.hang)
 	if res.Signal != 0 {
 		out.sigName = unix.SignalName(res.Signal)
 		if out.sigName == "" {
@@ -394,6 +405,9 @@ func reportOutcome(e *env, j runJob, rep preflight.Report, p childPlan, out outc
 			_, _ = e.stderr.Write(diagnosis.Message(d))
 		}
 	}
+	if !s.quiet && out.hang != nil {
+		writeHang(e.stderr, out.hang)
+	}
 	if !s.quiet && len(ds) > 0 {
 		_, _ = e.stderr.Write(diagnosis.Summary(ds, out.first, res.ExitCode, out.sigName))
 		if !rep.Failed() && rep.Any(preflight.Warn) {
@@ -413,6 +427,7 @@ func reportOutcome(e *env, j runJob, rep preflight.Report, p childPlan, out outc
 			ExitCode: res.ExitCode, TorchrunError: out.te,
 			TapShed: res.TapShed, TapLost: res.TapLost,
 			Command: append([]string{j.path}, p.cfg.Args...), Version: version,
+			Hang: out.hang, HangView: out.view,
 		}
 		if out.sigName != "" {
 			rr.Signal = &out.sigName
@@ -422,7 +437,8 @@ func reportOutcome(e *env, j runJob, rep preflight.Report, p childPlan, out outc
 		}
 	}
 	if tl := p.termLog; tl != "" && (len(ds) > 0 || res.ExitCode != 0) {
-		msg := out.note + terminationText(ds, out.first, res.ExitCode, out.sigName, out.te, terminationLimit-len(out.note))
+		head := out.note + hangTermination(out.hang, out.view)
+		msg := head + terminationText(ds, out.first, res.ExitCode, out.sigName, out.te, terminationLimit-len(head))
 		if err := safefile.WriteFile(tl, []byte(msg), 0o644); err != nil {
 			fprintf(e.stderr, "ncclrun: warning: termination log: %v\n", err)
 		}
