@@ -398,8 +398,8 @@ func (s *HangScan) feed(line []byte, full bool) {
 			r.add(t.body)
 		}
 	}
-	if !full {
-		return
+	if !full || ownLine(line) {
+		return // ncclrun's own lines (an inner ncclrun's) quote, they do not report
 	}
 	s.summaryLine(t.body, t.pod)
 	body := t.body

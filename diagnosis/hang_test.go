@@ -167,3 +167,72 @@ func TestApplyHang(t *testing.T) {
 	assert.Equal(t, "rank-mismatch", ds[0].ID)
 	assert.Contains(t, ds[0].Cause, "rank 2 called REDUCE")
 }
+
+// Promise: the real two-node gloo hang (torch 1.13, acceptance's
+// TestMultinodeHangGloo): each node's output as run sees it (CMD tells 4
+// ranks, 2 a node) names rank 1 on node0 on the node that held it and
+// says on the other that the rank it waited for ran elsewhere; both
+// outputs together name rank 1 on node0.
+func TestHangRealGloo(t *testing.T) {
+	view := func(name, node string, world, per int) HangView {
+		b, err := os.ReadFile(filepath.Join("testdata", "multinode", name))
+		require.NoError(t, err)
+		s := NewHangScan(node, world, per)
+		_, _ = s.Write(b)
+		s.Flush()
+		return s.View()
+	}
+	held := JobHang([]HangView{view("torchrun-hang.node0.log", "node0", 4, 2)})
+	require.NotNil(t, held)
+	assert.Equal(t, []StalledRank{{Rank: 1, Host: "node0"}}, held.Stalled)
+	assert.Equal(t, []int{0}, held.Waited)
+	other := JobHang([]HangView{view("torchrun-hang.node1.log", "node1", 4, 2)})
+	require.NotNil(t, other)
+	assert.Equal(t, HangUnknown, other.Certainty)
+	assert.Equal(t, []StalledRank{{Rank: 0}, {Rank: 1}}, other.Stalled)
+	assert.Contains(t, HangHeadline(other), "ranks 2-3 waited in the collective for a rank on another node")
+	both := JobHang([]HangView{view("torchrun-hang.node0.log", "", 0, 0), view("torchrun-hang.node1.log", "", 0, 0)})
+	require.NotNil(t, both)
+	assert.Equal(t, []StalledRank{{Rank: 1, Host: "node0"}}, both.Stalled)
+	assert.Equal(t, []int{0, 2, 3}, both.Waited)
+}
+
+// Promise: the job's size and ranks a node come from the launcher's
+// command line where it fixes them, and are unknown where it does not.
+func TestWorldFromCommand(t *testing.T) {
+	cases := []struct {
+		argv       []string
+		world, per int
+	}{
+		{[]string{"torchrun", "--nnodes", "2", "--nproc_per_node", "4", "train.py", "--nnodes", "9"}, 8, 4},
+		{[]string{"/usr/bin/torchrun", "--nnodes=2:2", "--nproc-per-node=8", "--rdzv_backend", "c10d", "t.py"}, 16, 8},
+		{[]string{"torchrun", "--nnodes", "1:4", "--nproc_per_node", "8", "t.py"}, 0, 8},
+		{[]string{"torchrun", "--standalone", "--nproc_per_node", "2", "t.py"}, 2, 2},
+		{[]string{"python3", "-m", "torch.distributed.run", "--nnodes", "2", "--nproc_per_node", "2", "t.py"}, 4, 2},
+		{[]string{"mpirun", "-np", "16", "-npernode", "8", "python", "t.py"}, 16, 8},
+		{[]string{"srun", "--ntasks=32", "--ntasks-per-node=8", "python", "t.py"}, 32, 8},
+		{[]string{"python", "train.py"}, 0, 0},
+	}
+	for _, c := range cases {
+		w, p := WorldFromCommand(c.argv)
+		assert.Equal(t, c.world, w, "%q", c.argv)
+		assert.Equal(t, c.per, p, "%q", c.argv)
+	}
+}
+
+// Promise: the view a termination message carries reads back as the
+// verdict of the node's own view, within the bound it was given, and a
+// view too large for the bound loses its records, never the bound.
+func TestTerminationViewRoundTrip(t *testing.T) {
+	v := scanFiles(t, "node0", 8, 8, "v2.6-guid.log")[0]
+	line := v.TerminationView(2048)
+	require.NotEmpty(t, line)
+	assert.LessOrEqual(t, len(line), 2048)
+	back, ok := ParseTerminationView("ncclrun: hang: ...\n" + line + "fix: ...\n")
+	require.True(t, ok)
+	assert.Equal(t, JobHang([]HangView{v}).Stalled, JobHang([]HangView{back}).Stalled)
+	small := v.TerminationView(400)
+	assert.LessOrEqual(t, len(small), 400)
+	_, ok = ParseTerminationView("no view here\n")
+	assert.False(t, ok)
+}

@@ -32,12 +32,12 @@ func HangHeadline(h *Hang) string {
 	case len(h.Stalled) == 0:
 		return fmt.Sprintf("hang: %s timed out; the lines do not tell which rank never joined it", what)
 	case h.elsewhere:
-		return fmt.Sprintf("hang: %s %s never joined %s; %s on another node (this output holds none of their lines), ranks %s waited",
-			pick(len(h.Stalled), "rank", "ranks"), stalledList(h.Stalled), what, pick(len(h.Stalled), "it ran", "they ran"), rankList(h.Waited))
+		return fmt.Sprintf("hang: %s %s waited in %s for a rank on another node: %s %s ran elsewhere (this output holds none of their lines)",
+			pick(len(h.Waited), "rank", "ranks"), rankList(h.Waited), what, pick(len(h.Stalled), "rank", "ranks"), stalledList(h.Stalled))
 	}
 	s := fmt.Sprintf("hang: %s %s never joined %s (%s)", pick(len(h.Stalled), "rank", "ranks"), stalledList(h.Stalled), what, h.Certainty)
 	if len(h.Waited) > 0 {
-		s += "; ranks " + rankList(h.Waited) + " waited in it"
+		s += "; " + pick(len(h.Waited), "rank ", "ranks ") + rankList(h.Waited) + " waited in it"
 	}
 	return s
 }
