@@ -118,8 +118,9 @@ type reportInput struct {
 	Diagnoses []struct {
 		FirstLine string `json:"first_line"`
 	} `json:"diagnoses"`
-	HangView *diagnosis.HangView `json:"hang_view"`
-	Command  []string            `json:"command"`
+	HangView  *diagnosis.HangView `json:"hang_view"`
+	Command   []string            `json:"command"`
+	Preflight json.RawMessage     `json:"preflight"`
 	// A pod list, or one pod.
 	Kind  string     `json:"kind"`
 	Items []podInput `json:"items"`
@@ -167,6 +168,8 @@ func (ji *jobInput) jsonInput(m *diagnosis.Matcher, name string, r io.Reader) er
 		}
 	case in.Kind == "Pod":
 		ji.pod(in.podInput, &lines)
+	case in.Diagnoses == nil && in.Preflight == nil:
+		return &usageError{fmt.Errorf("explain: %s: JSON that is neither a --report nor a pod list (kubectl get pods -o json)", displayName(name))}
 	default:
 		for _, d := range in.Diagnoses {
 			lines.WriteString(d.FirstLine + "\n")
