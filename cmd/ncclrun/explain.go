@@ -39,6 +39,7 @@ func cmdExplain(c *cli.Context, e *env) error {
 			return err
 		}
 	}
+	ji.flush(m)
 	hang := ji.hang()
 	ds, first := diagnosis.ApplyHang(m.Diagnoses(), m.FirstFailure(), hang)
 	if c.Bool(flagJSON) {

@@ -30,6 +30,30 @@ const maxDirFiles = 100000
 // jobInput collects each input's view of a hang.
 type jobInput struct {
 	views []diagnosis.HangView
+	// lines are the reports' and pods' quoted first lines, each once,
+	// fed to the matcher together by flush (at most maxQuoted bytes).
+	lines  bytes.Buffer
+	quoted map[string]bool
+}
+
+// maxQuoted bounds the quoted lines kept from reports and pods.
+const maxQuoted = 8 << 20
+
+// quote keeps one quoted line for the matcher, once.
+func (ji *jobInput) quote(line string) {
+	if line == "" || ji.quoted[line] || ji.lines.Len()+len(line) > maxQuoted {
+		return
+	}
+	if ji.quoted == nil {
+		ji.quoted = map[string]bool{}
+	}
+	ji.quoted[line] = true
+	ji.lines.WriteString(line + "\n")
+}
+
+// flush feeds the quoted lines to m.
+func (ji *jobInput) flush(m *diagnosis.Matcher) {
+	_ = diagnosis.FeedReader(m, &ji.lines) // a bytes.Buffer returns no error
 }
 
 // expandDirs replaces a directory among names by its regular files, in
@@ -80,9 +104,9 @@ func (ji *jobInput) explainInput(m *diagnosis.Matcher, name string, stdin io.Rea
 		return &usageError{fmt.Errorf("explain: %w", err)}
 	}
 	defer in.Close()
-	br := bufio.NewReaderSize(in, 64<<10)
+	br := bufio.NewReaderSize(in, 4096)
 	if isJSONInput(br) {
-		return ji.jsonInput(m, name, br)
+		return ji.jsonInput(name, br)
 	}
 	hs := diagnosis.NewHangScan("", 0, 0)
 	if err := diagnosis.FeedReader(m, io.TeeReader(br, hs)); err != nil {
@@ -96,7 +120,7 @@ func (ji *jobInput) explainInput(m *diagnosis.Matcher, name string, stdin io.Rea
 // isJSONInput reports whether the input starts (after blanks) with '{':
 // no log line does.
 func isJSONInput(br *bufio.Reader) bool {
-	for i := 1; i <= 4096; i++ {
+	for i := 1; i <= 4096; i++ { // the reader's whole buffer
 		b, err := br.Peek(i)
 		if len(b) < i {
 			return false
@@ -151,7 +175,7 @@ type containerState struct {
 }
 
 // jsonInput reads a report or a pod list (bounded by maxJSONInput).
-func (ji *jobInput) jsonInput(m *diagnosis.Matcher, name string, r io.Reader) error {
+func (ji *jobInput) jsonInput(name string, r io.Reader) error {
 	var in reportInput
 	lr := &io.LimitedReader{R: r, N: maxJSONInput + 1}
 	if err := json.NewDecoder(lr).Decode(&in); err != nil {
@@ -160,19 +184,18 @@ func (ji *jobInput) jsonInput(m *diagnosis.Matcher, name string, r io.Reader) er
 		}
 		return &usageError{fmt.Errorf("explain: %s: not a report or a pod list: %w", displayName(name), err)}
 	}
-	var lines bytes.Buffer
 	switch {
 	case in.Kind == "List" || in.Kind == "PodList" || len(in.Items) > 0:
 		for _, p := range in.Items {
-			ji.pod(p, &lines)
+			ji.pod(p)
 		}
 	case in.Kind == "Pod":
-		ji.pod(in.podInput, &lines)
+		ji.pod(in.podInput)
 	case in.Diagnoses == nil && in.Preflight == nil:
 		return &usageError{fmt.Errorf("explain: %s: JSON that is neither a --report nor a pod list (kubectl get pods -o json)", displayName(name))}
 	default:
 		for _, d := range in.Diagnoses {
-			lines.WriteString(d.FirstLine + "\n")
+			ji.quote(d.FirstLine)
 		}
 		if v := in.HangView; v != nil {
 			if v.World == 0 || v.PerNode == 0 {
@@ -182,15 +205,12 @@ func (ji *jobInput) jsonInput(m *diagnosis.Matcher, name string, r io.Reader) er
 			ji.views = append(ji.views, *v)
 		}
 	}
-	if err := diagnosis.FeedReader(m, &lines); err != nil {
-		return inputError(name, err)
-	}
 	return nil
 }
 
 // pod reads one pod's termination messages: the hang view line, and the
 // quoted first line of its diagnosis for the matcher.
-func (ji *jobInput) pod(p podInput, lines *bytes.Buffer) {
+func (ji *jobInput) pod(p podInput) {
 	for _, cs := range p.Status.ContainerStatuses {
 		for _, st := range []containerState{cs.State, cs.LastState} {
 			if st.Terminated == nil || st.Terminated.Message == "" {
@@ -205,7 +225,7 @@ func (ji *jobInput) pod(p podInput, lines *bytes.Buffer) {
 			}
 			for _, l := range strings.Split(msg, "\n") {
 				if rest, ok := strings.CutPrefix(l, "first: "); ok {
-					lines.WriteString(rest + "\n")
+					ji.quote(rest)
 				}
 			}
 		}
