@@ -119,15 +119,21 @@ type HangView struct {
 	Last     map[string][]string `json:"last_lines,omitempty"`
 	Warn     string              `json:"warn,omitempty"` // the first NCCL WARN
 	TimedOut bool                `json:"timed_out,omitempty"`
+	// Capped says that more ranks reported than the view keeps records
+	// of: a rank's silence then tells nothing.
+	Capped bool `json:"capped,omitempty"`
 }
 
 // Bounds of what a HangScan keeps.
 const (
 	hangLastLines  = 10   // lines per rank in last_lines
-	hangLineMax    = 240  // bytes of one kept line
-	hangMaxRanks   = 8192 // ranks with last lines or records
-	hangMaxRecords = 4 * hangMaxRanks
-	hangEvidence   = 6 // evidence lines in a Hang
+	hangLineMax    = 160  // bytes of one kept line
+	hangMaxRanks   = 8192 // ranks seen, with hosts
+	hangMaxRings   = 512  // ranks with last lines (none for ranks that waited)
+	hangMaxRecords = 4096 // records; past it, only those that name a stalled rank
+	hangMaxNaming  = 1024 // records past hangMaxRecords that name a stalled rank
+	hangLinedRecs  = 256  // records that keep their line
+	hangEvidence   = 6    // evidence lines in a Hang
 )
 
 // HangScan reads lines for hang evidence. It sees every line (Feed,
@@ -138,6 +144,7 @@ type HangScan struct {
 	recs    map[recKey]int // index into view.Records
 	last    map[int]*lineRing
 	seen    map[int]bool
+	waited  map[int]bool // ranks that reported waiting: their lines are not kept
 	hosts   map[int]string
 	sum     sumEntry
 	partial []byte // Write's unfinished line
@@ -156,11 +163,12 @@ type recKey struct {
 // unknown: WorldFromCommand).
 func NewHangScan(node string, world, perNode int) *HangScan {
 	return &HangScan{
-		view:  HangView{Node: node, World: world, PerNode: perNode},
-		recs:  map[recKey]int{},
-		last:  map[int]*lineRing{},
-		seen:  map[int]bool{},
-		hosts: map[int]string{},
+		view:   HangView{Node: node, World: world, PerNode: perNode},
+		recs:   map[recKey]int{},
+		last:   map[int]*lineRing{},
+		seen:   map[int]bool{},
+		waited: map[int]bool{},
+		hosts:  map[int]string{},
 	}
 }
 
@@ -526,13 +534,20 @@ func keptLine(b []byte) string {
 	if len(b) > 2*hangLineMax {
 		b = b[:2*hangLineMax]
 	}
-	return printable.String(string(bytes.TrimSpace(b)))
+	b = bytes.TrimSpace(b)
+	if len(b) > hangLineMax {
+		b = b[:hangLineMax]
+	}
+	return printable.String(string(b))
 }
 
 func (s *HangScan) ring(rank int) *lineRing {
 	r := s.last[rank]
 	if r == nil {
-		if len(s.last) >= hangMaxRanks {
+		if s.waited[rank] {
+			return nil
+		}
+		if len(s.last) >= hangMaxRings {
 			return nil
 		}
 		r = new(lineRing)
@@ -557,6 +572,12 @@ func (s *HangScan) record(r HangRecord) {
 	if r.Host != "" {
 		s.sawRank(r.Rank, r.Host)
 	}
+	if r.Kind == recTimeout || r.Kind == recGloo || r.Kind == recClosed {
+		delete(s.last, r.Rank) // it waited: only a stalled rank's lines are shown
+		if len(s.waited) < hangMaxRanks {
+			s.waited[r.Rank] = true
+		}
+	}
 	k := recKey{r.Kind, r.PG, r.Rank}
 	if i, ok := s.recs[k]; ok {
 		old := &s.view.Records[i]
@@ -565,8 +586,15 @@ func (s *HangScan) record(r HangRecord) {
 		}
 		return
 	}
-	if len(s.view.Records) >= hangMaxRecords {
-		return
+	if n := len(s.view.Records); n >= hangMaxRecords {
+		s.view.Capped = true
+		naming := r.Kind == recStatus || r.Kind == recLagging
+		if !naming || n >= hangMaxRecords+hangMaxNaming {
+			return
+		}
+	}
+	if len(s.view.Records) >= hangLinedRecs && r.Kind != recStatus && r.Kind != recLagging {
+		r.Line = ""
 	}
 	s.recs[k] = len(s.view.Records)
 	s.view.Records = append(s.view.Records, r)
@@ -690,3 +718,26 @@ func (s *HangScan) endSummaryIfDone() {
 // Hang is the verdict of this view alone (JobHang of it); nil when no
 // collective timed out.
 func (s *HangScan) Hang() *Hang { return JobHang([]HangView{s.View()}) }
+
+// Trim drops what a merge of many views does not need, so that explain
+// over a thousand nodes holds little: the last lines of ranks this view
+// saw time out (they waited; only a stalled rank's last lines are
+// shown), and with keepLines false the records' lines (the evidence
+// quotes a few).
+func (v *HangView) Trim(keepLines bool) {
+	waited := map[int]bool{}
+	for i := range v.Records {
+		r := &v.Records[i]
+		if r.Kind == recTimeout || r.Kind == recGloo || r.Kind == recClosed {
+			waited[r.Rank] = true
+		}
+		if !keepLines {
+			r.Line = ""
+		}
+	}
+	for k := range v.Last {
+		if n, err := strconv.Atoi(k); err == nil && waited[n] {
+			delete(v.Last, k)
+		}
+	}
+}

@@ -39,6 +39,7 @@ type job struct {
 	warn     string
 	partial  bool // a node's own view (run): it holds only its ranks
 	hasSpans bool
+	capped   bool // a view kept only some ranks' records
 }
 
 func mergeViews(views []HangView) *job {
@@ -50,6 +51,7 @@ func mergeViews(views []HangView) *job {
 		if v.Node != "" {
 			j.partial = true
 		}
+		j.capped = j.capped || v.Capped
 		if j.warn == "" {
 			j.warn = v.Warn
 		}
@@ -294,7 +296,7 @@ func (j *job) verdict() *Hang {
 	// Silence says something only where the group's members are known:
 	// the default group's are the job's ranks; a sub-group's are not in
 	// the lines.
-	if len(waited) > 0 && len(lagging) == 0 && (pg == "" || isDefaultPG(pg)) {
+	if len(waited) > 0 && len(lagging) == 0 && !j.capped && (pg == "" || isDefaultPG(pg)) {
 		for r := 0; r < n; r++ {
 			if waited[r] {
 				continue
@@ -330,6 +332,9 @@ func (j *job) verdict() *Hang {
 		}
 	default:
 		h.Certainty = HangUnknown
+	}
+	if j.capped {
+		addEv(fmt.Sprintf("more than %d ranks reported: ncclrun keeps that many records, so a rank's silence is not judged", hangMaxRecords))
 	}
 	// Evidence: the lines that decided it, the stalled ranks' first.
 	for _, r := range sortedKeys(behind) {

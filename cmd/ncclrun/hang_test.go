@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -157,4 +159,42 @@ func TestExplainRefusesOtherJSON(t *testing.T) {
 	requireUsage(t, ncclrun(t, "explain", p), "x.json")
 	require.NoError(t, os.WriteFile(p, []byte(`{"items_of_mine": []}`), 0o644))
 	requireUsage(t, ncclrun(t, "explain", p), "neither a --report nor a pod list")
+}
+
+// Promise: a hang among very many ranks is judged in bounded memory and
+// time: each of 50000 ranks prints lines and a 2.6 PG-status line but
+// one, which prints the dump signal that shows it never enqueued the
+// collective (named, certain), or nothing at all (no rank is named: past
+// the records kept, silence is not judged); explain stays within the 16
+// MiB it keeps for any log, its output bounded.
+func TestExplainHangBounded(t *testing.T) {
+	const ranks, stalled = 50_000, 31_337
+	for _, signal := range []bool{true, false} {
+		var b bytes.Buffer
+		for r := 0; r < ranks; r++ {
+			fmt.Fprintf(&b, "[rank%d]:step 100 loss %d %s\n", r, r, strings.Repeat("x", 300))
+			if r != stalled {
+				fmt.Fprintf(&b, "[rank%d]:[E1102 03:12:44.118399120 ProcessGroupNCCL.cpp:2271] [PG ID 0 PG GUID 0(default_pg) Rank %d]  failure detected by watchdog at work sequence id: 78 PG status: last enqueued work: 79, last completed work: 77\n", r, r)
+			} else if signal {
+				fmt.Fprintf(&b, "[rank%d]:[E1102 03:12:45.003100222 ProcessGroupNCCL.cpp:1826] [PG ID 0 PG GUID 0(default_pg) Rank %d] Received a dump signal due to a collective timeout from  rank 0 and we will try our best to dump the debug info. Last enqueued NCCL work: 77, last completed NCCL work: 77.\n", r, r)
+			}
+		}
+		p := filepath.Join(t.TempDir(), "many-ranks.log")
+		require.NoError(t, os.WriteFile(p, b.Bytes(), 0o644))
+		r := runMeasured(t, "explain", "--json", p)
+		require.Equal(t, 0, r.code, r.stderr)
+		out := decodeHang(t, []byte(r.stdout))
+		require.NotNil(t, out.Hang)
+		if signal {
+			assert.Equal(t, []diagnosis.StalledRank{{Rank: stalled}}, out.Hang.Stalled)
+			assert.Equal(t, diagnosis.HangCertain, out.Hang.Certainty)
+		} else {
+			assert.Empty(t, out.Hang.Stalled, "no rank is named from silence past the bound")
+		}
+		assert.LessOrEqual(t, len(r.stdout), 64<<10)
+		t.Logf("explain: peak RSS %d KiB", r.maxRSS>>10)
+		if r.maxRSS > 0 {
+			assert.Less(t, r.maxRSS, int64(16<<20))
+		}
+	}
 }

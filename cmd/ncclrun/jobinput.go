@@ -113,7 +113,7 @@ func (ji *jobInput) explainInput(m *diagnosis.Matcher, name string, stdin io.Rea
 		return inputError(name, err)
 	}
 	hs.Flush()
-	ji.views = append(ji.views, hs.View())
+	ji.addView(hs.View())
 	return nil
 }
 
@@ -202,7 +202,7 @@ func (ji *jobInput) jsonInput(name string, r io.Reader) error {
 				w, p := diagnosis.WorldFromCommand(in.Command)
 				v.World, v.PerNode = max(v.World, w), max(v.PerNode, p)
 			}
-			ji.views = append(ji.views, *v)
+			ji.addView(*v)
 		}
 	}
 	return nil
@@ -221,7 +221,7 @@ func (ji *jobInput) pod(p podInput) {
 				if v.Node == "" {
 					v.Node = p.Metadata.Name
 				}
-				ji.views = append(ji.views, v)
+				ji.addView(v)
 			}
 			for _, l := range strings.Split(msg, "\n") {
 				if rest, ok := strings.CutPrefix(l, "first: "); ok {
@@ -230,6 +230,16 @@ func (ji *jobInput) pod(p podInput) {
 			}
 		}
 	}
+}
+
+// keptLineViews is how many views keep their records' lines for the
+// evidence; the others are trimmed of them (HangView.Trim).
+const keptLineViews = 16
+
+// addView keeps one input's view, trimmed of what the merge does not need.
+func (ji *jobInput) addView(v diagnosis.HangView) {
+	v.Trim(len(ji.views) < keptLineViews)
+	ji.views = append(ji.views, v)
 }
 
 // hang is the job's hang from every input's view.
