@@ -180,6 +180,7 @@ var hangLits = [][]byte{
 	[]byte("monitoredBarrier"), []byte(summaryHost), []byte("rank      : "),
 	[]byte("NCCL WARN"), []byte("Connection closed by peer"), []byte("-------"),
 	[]byte("======"), []byte("Connection reset by peer"), []byte(" nranks "),
+	[]byte("srun: error: "), []byte("WORLD_SIZE="), []byte("torchrun "), []byte("torch.distributed.run "),
 }
 
 // FeedChunk reads a chunk of whole lines (a last line without "\n" is
@@ -298,7 +299,10 @@ func tagsOf(line []byte) lineTags {
 		case bytes.HasPrefix(b, []byte("[rank")):
 			r, rest, ok := tagNumber(b[len("[rank"):], "]:")
 			if !ok {
-				return t
+				// A program's own "[rank3] ..." says who printed it too.
+				if r, rest, ok = tagNumber(b[len("[rank"):], "] "); !ok {
+					return t
+				}
 			}
 			t.rank, b = r, rest
 		case bytes.HasPrefix(b, []byte("[default")):
@@ -389,6 +393,10 @@ var (
 	// NCCL's communicator line: "comm 0x... rank 1 nranks 8 cudaDev 1".
 	// The largest communicator is the default PG's: the job's size.
 	nranksRe = regexp.MustCompile(`NCCL INFO .*\brank \d+ nranks (\d+)\b`)
+	// srun's end of a task: "HOST: tasks 0-3,5: Aborted", "HOST: task 12: Terminated".
+	srunTasksRe = regexp.MustCompile(`^([\w.-]+): tasks? ([\d,\-]+):`)
+	// An environment dump's job size.
+	worldSizeRe = regexp.MustCompile(`\bWORLD_SIZE=(\d+)\b`)
 	// The summary's rank field: "rank      : 1 (local_rank: 1)".
 	sumRankRe = regexp.MustCompile(`^rank\s+: (\d+) \(local_rank: (\d+)\)`)
 )
@@ -411,6 +419,7 @@ func (s *HangScan) feed(line []byte, full bool) {
 	}
 	s.summaryLine(t.body, t.pod)
 	body := t.body
+	s.sizeHints(body)
 	if !bytes.Contains(body, []byte("NCCL")) && !bytes.Contains(body, []byte("Timed out")) &&
 		!bytes.Contains(body, []byte("watchdog")) && !bytes.Contains(body, []byte("Watchdog")) &&
 		!bytes.Contains(body, []byte("lagging")) && !bytes.Contains(body, []byte("monitoredBarrier")) &&
@@ -513,6 +522,58 @@ func (s *HangScan) feed(line []byte, full bool) {
 		s.view.TimedOut = true
 		s.lagging(m[1], body)
 	}
+}
+
+// sizeHints reads what a log may tell of the job's size and hosts
+// besides PyTorch's lines: srun's "srun: error: HOST: tasks 0-3,5: ..."
+// (tasks are ranks under srun), an environment dump's WORLD_SIZE=N, and a
+// launcher's command line echoed by a script ("$ torchrun --nnodes 2
+// --nproc_per_node 8 ...").
+func (s *HangScan) sizeHints(body []byte) {
+	if rest, ok := bytes.CutPrefix(body, []byte("srun: error: ")); ok {
+		if m := srunTasksRe.FindSubmatch(rest); m != nil {
+			host := printable.String(string(m[1]))
+			for _, r := range parseRanks(m[2]) {
+				s.sawRank(r, host)
+			}
+		}
+		return
+	}
+	if m := worldSizeRe.FindSubmatch(body); m != nil {
+		if n, err := strconv.Atoi(string(m[1])); err == nil && n > s.seenWorld && n < 1<<24 {
+			s.seenWorld = n
+		}
+	}
+	if s.view.World == 0 && (bytes.Contains(body, []byte("torchrun ")) || bytes.Contains(body, []byte("torch.distributed.run "))) && len(body) < 4096 {
+		if w, per := WorldFromCommand(strings.Fields(string(body))); w > 0 || per > 0 {
+			s.seenWorld = max(s.seenWorld, w)
+			if s.view.PerNode == 0 {
+				s.view.PerNode = per
+			}
+		}
+	}
+}
+
+// parseRanks reads "0-3,5,7-8" (at most 4096 ranks).
+func parseRanks(b []byte) []int {
+	var out []int
+	for _, f := range strings.Split(string(b), ",") {
+		lo, hi, isRange := strings.Cut(strings.TrimSpace(f), "-")
+		a, err := strconv.Atoi(lo)
+		if err != nil || a < 0 {
+			continue
+		}
+		z := a
+		if isRange {
+			if z, err = strconv.Atoi(hi); err != nil {
+				continue
+			}
+		}
+		for r := a; r <= z && len(out) < 4096; r++ {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // lagging records the ranks a desync report or monitored_barrier named.

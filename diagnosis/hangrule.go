@@ -84,6 +84,11 @@ func mergeViews(views []HangView) *job {
 		}
 	}
 	j.hasSpans = len(j.spans) > 0
+	if j.world == 0 && len(j.spans) == 1 && j.perNode == 0 {
+		// One node's summary without the job's size: the node holds the
+		// ranks from its first on, as far as any line names one.
+		j.spans[0].End = max(j.spans[0].End, j.members())
+	}
 	j.fillSpans()
 	for _, sp := range j.spans {
 		for r := sp.First; r < sp.End && r-sp.First < hangMaxRanks; r++ {
@@ -309,7 +314,7 @@ func (j *job) verdict() *Hang {
 		}
 	}
 	for _, r := range sortedKeys(stalled) {
-		h.Stalled = append(h.Stalled, StalledRank{Rank: r, Host: j.hosts[r]})
+		h.Stalled = append(h.Stalled, StalledRank{Rank: r, Host: j.hostOf(r)})
 	}
 	switch {
 	case certain:
@@ -370,6 +375,29 @@ func (j *job) verdict() *Hang {
 	h.warn = j.warn
 	h.elsewhere = h.Certainty == HangUnknown && len(elsewhere) > 0
 	return h
+}
+
+// hostOf is rank r's host: as a line or span tells it, else the host of
+// the ranks on both sides of it when they share one (launchers place
+// consecutive ranks on a node: torchrun always, srun and mpirun by
+// default), else "".
+func (j *job) hostOf(r int) string {
+	if h := j.hosts[r]; h != "" {
+		return h
+	}
+	below, above := -1, -1
+	for q := range j.hosts {
+		switch {
+		case q < r && q > below:
+			below = q
+		case q > r && (above < 0 || q < above):
+			above = q
+		}
+	}
+	if below >= 0 && above >= 0 && j.hosts[below] == j.hosts[above] {
+		return j.hosts[below]
+	}
+	return ""
 }
 
 // recsCounted reports whether every timeout record of pg has counters.
