@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/ncclrun/ncclrun/internal/printable"
 )
@@ -148,6 +149,7 @@ type HangScan struct {
 	hosts   map[int]string
 	sum     sumEntry
 	partial []byte // Write's unfinished line
+	hits    []int32 // FeedChunk's scratch
 	// seenWorld is the largest communicator NCCL's lines showed.
 	seenWorld int
 }
@@ -183,16 +185,21 @@ var hangLits = [][]byte{
 	[]byte("srun: error: "), []byte("WORLD_SIZE="), []byte("torchrun "), []byte("torch.distributed.run "),
 }
 
+// hangAutomaton finds any of hangLits in one pass over a chunk.
+var hangAutomaton = sync.OnceValue(func() *ahoCorasick {
+	lits := make([]string, len(hangLits))
+	owners := make([]int, len(hangLits))
+	for i, l := range hangLits {
+		lits[i] = string(l)
+	}
+	return newAhoCorasick(lits, owners)
+})
+
 // FeedChunk reads a chunk of whole lines (a last line without "\n" is
 // read as a line).
 func (s *HangScan) FeedChunk(p []byte) {
-	full := false
-	for _, l := range hangLits {
-		if bytes.Contains(p, l) {
-			full = true
-			break
-		}
-	}
+	var stamp [1]uint32
+	full := len(hangAutomaton().scan(p, stamp[:], 1, s.hits[:0])) > 0
 	for len(p) > 0 {
 		i := bytes.IndexByte(p, '\n')
 		var line []byte
@@ -244,25 +251,27 @@ func (s *HangScan) Flush() {
 	}
 }
 
-// lineRing keeps the last hangLastLines lines of one rank.
+// lineRing keeps the last hangLastLines lines of one rank, each cut to
+// hangLineMax bytes, in place: a line costs a copy, no allocation.
 type lineRing struct {
-	lines [hangLastLines]string
-	n     int
+	buf  [hangLastLines][hangLineMax]byte
+	size [hangLastLines]uint8
+	n    int
 }
 
 func (r *lineRing) add(b []byte) {
-	if len(b) > hangLineMax {
-		b = b[:hangLineMax]
-	}
-	r.lines[r.n%hangLastLines] = printable.String(string(b))
+	k := r.n % hangLastLines
+	r.size[k] = uint8(copy(r.buf[k][:], b))
 	r.n++
 }
 
+// list is the lines kept, oldest first, as printable text.
 func (r *lineRing) list() []string {
 	k := min(r.n, hangLastLines)
 	out := make([]string, 0, k)
 	for i := r.n - k; i < r.n; i++ {
-		out = append(out, r.lines[i%hangLastLines])
+		j := i % hangLastLines
+		out = append(out, printable.String(string(r.buf[j][:r.size[j]])))
 	}
 	return out
 }
@@ -359,7 +368,10 @@ func tagNumber(b []byte, end string) (int, []byte, bool) {
 	if i == 0 || i > 7 || !bytes.HasPrefix(b[i:], []byte(end)) {
 		return 0, nil, false
 	}
-	n, _ := strconv.Atoi(string(b[:i]))
+	n := 0
+	for _, c := range b[:i] {
+		n = n*10 + int(c-'0')
+	}
 	return n, b[i+len(end):], true
 }
 
@@ -618,10 +630,10 @@ func (s *HangScan) ring(rank int) *lineRing {
 }
 
 func (s *HangScan) sawRank(rank int, host string) {
-	if len(s.seen) < hangMaxRanks {
+	if !s.seen[rank] && len(s.seen) < hangMaxRanks {
 		s.seen[rank] = true
 	}
-	if host != "" && len(s.hosts) < hangMaxRanks {
+	if host != "" && s.hosts[rank] != host && len(s.hosts) < hangMaxRanks {
 		s.hosts[rank] = host
 	}
 }

@@ -2,6 +2,7 @@ package diagnosis
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -235,4 +236,26 @@ func TestTerminationViewRoundTrip(t *testing.T) {
 	assert.LessOrEqual(t, len(small), 400)
 	_, ok = ParseTerminationView("no view here\n")
 	assert.False(t, ok)
+}
+
+// BenchmarkHangScanChunk is what the hang scan adds to run's tap: a chunk
+// of just under 128 KiB of a healthy job's tagged output (torchrun's
+// "[rankN]:" on NCCL INFO and training lines of 16 ranks), as
+// BenchmarkWatchFeedWarn feeds the matcher (docs/hangs.md, "Costs").
+func BenchmarkHangScanChunk(b *testing.B) {
+	var chunk []byte
+	for i := 0; len(chunk) < 128<<10-300; i++ {
+		r := i % 16
+		if i%2 == 0 {
+			chunk = fmt.Appendf(chunk, "[rank%d]:node-%d:%d:%d [%d] NCCL INFO Channel %02d/0 : %d[%d] -> %d[%d] via P2P/CUMEM/read\n", r, r/8, 1000+r, 2000+r, r%8, i%32, r, r%8, (r+1)%16, (r+1)%8)
+		} else {
+			chunk = fmt.Appendf(chunk, "[rank%d]:step %d loss %.4f lr 3.0e-04 grad_norm 0.412\n", r, i, 2.0+float64(i%100)/1000)
+		}
+	}
+	s := NewHangScan("node-0", 16, 8)
+	b.SetBytes(int64(len(chunk)))
+	b.ReportAllocs()
+	for b.Loop() {
+		s.FeedChunk(chunk)
+	}
 }
