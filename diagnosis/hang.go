@@ -148,7 +148,7 @@ type HangScan struct {
 	waited  map[int]bool // ranks that reported waiting: their lines are not kept
 	hosts   map[int]string
 	sum     sumEntry
-	partial []byte // Write's unfinished line
+	partial []byte  // Write's unfinished line
 	hits    []int32 // FeedChunk's scratch
 	// seenWorld is the largest communicator NCCL's lines showed.
 	seenWorld int
