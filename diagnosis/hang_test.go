@@ -259,3 +259,43 @@ func BenchmarkHangScanChunk(b *testing.B) {
 		s.FeedChunk(chunk)
 	}
 }
+
+// FuzzHangScan: any bytes, fed in any split, give a bounded view and a
+// verdict without a panic: at most hangLastLines lines a rank, each at
+// most hangLineMax bytes before quoting, stalled ranks sorted and unique.
+func FuzzHangScan(f *testing.F) {
+	for _, n := range []string{"v1.13-srun.log", "v2.4-dump.log", "v2.6-guid.log", "gloo-node0.log", "kubectl-prefix.log"} {
+		b, err := os.ReadFile(filepath.Join("testdata", "hang", n))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b, uint16(len(b)/3))
+	}
+	f.Add([]byte("[rank1]:[E1 ProcessGroupNCCL.cpp:1] [PG ID 0 PG GUID 0(default_pg) Rank 1]  failure detected by watchdog at work sequence id: 9999999999999999999999 PG status: last enqueued work: -1, last completed work: -9\n"), uint16(7))
+	f.Fuzz(func(t *testing.T, b []byte, split uint16) {
+		s := NewHangScan("n", 0, 0)
+		k := min(int(split), len(b))
+		_, _ = s.Write(b[:k])
+		_, _ = s.Write(b[k:])
+		s.Flush()
+		v := s.View()
+		for _, ls := range v.Last {
+			if len(ls) > hangLastLines {
+				t.Fatalf("%d last lines", len(ls))
+			}
+		}
+		if len(v.Records) > hangMaxRecords+hangMaxNaming {
+			t.Fatalf("%d records", len(v.Records))
+		}
+		h := JobHang([]HangView{v})
+		if h == nil {
+			return
+		}
+		for i := 1; i < len(h.Stalled); i++ {
+			if h.Stalled[i].Rank <= h.Stalled[i-1].Rank {
+				t.Fatalf("stalled %v", h.Stalled)
+			}
+		}
+		_ = HangText(h)
+	})
+}

@@ -40,6 +40,8 @@ type job struct {
 	partial  bool // a node's own view (run): it holds only its ranks
 	hasSpans bool
 	capped   bool // a view kept only some ranks' records
+	// hostRanks are the ranks with a host, sorted (hostOf).
+	hostRanks []int
 }
 
 func mergeViews(views []HangView) *job {
@@ -188,10 +190,10 @@ func (j *job) covered(r int) bool {
 	if j.seen[r] {
 		return true
 	}
-	for _, sp := range j.spans {
-		if sp.First <= r && r < sp.End {
-			return true
-		}
+	// spans are sorted by First and do not start twice (fillSpans).
+	i := sort.Search(len(j.spans), func(k int) bool { return j.spans[k].First > r }) - 1
+	if i >= 0 && r < j.spans[i].End {
+		return true
 	}
 	return !j.partial && !j.hasSpans
 }
@@ -297,24 +299,40 @@ func (j *job) verdict() *Hang {
 		stalled[r] = true
 	}
 	var elsewhere []int
+	moreStalled, moreElsewhere := 0, 0
 	n := j.members()
+	j.hostRanks = sortedKeys(j.hosts)
 	// Silence says something only where the group's members are known:
 	// the default group's are the job's ranks; a sub-group's are not in
 	// the lines.
 	if len(waited) > 0 && len(lagging) == 0 && !j.capped && (pg == "" || isDefaultPG(pg)) {
+		// Bounded: the first hangMaxStalled of each kind are kept, the
+		// others counted.
 		for r := 0; r < n; r++ {
-			if waited[r] {
-				continue
-			}
-			if j.covered(r) {
-				stalled[r] = true
-			} else {
+			switch {
+			case waited[r] || stalled[r]:
+			case j.covered(r):
+				if len(stalled) < hangMaxStalled {
+					stalled[r] = true
+				} else {
+					moreStalled++
+				}
+			case len(elsewhere) < hangMaxStalled:
 				elsewhere = append(elsewhere, r)
+			default:
+				moreElsewhere++
 			}
 		}
 	}
 	for _, r := range sortedKeys(stalled) {
+		if len(h.Stalled) == hangMaxStalled {
+			moreStalled += len(stalled) - hangMaxStalled
+			break
+		}
 		h.Stalled = append(h.Stalled, StalledRank{Rank: r, Host: j.hostOf(r)})
+	}
+	if moreStalled > 0 {
+		addEv(fmt.Sprintf("and %d more ranks that never joined (the first %d are listed)", moreStalled, hangMaxStalled))
 	}
 	switch {
 	case certain:
@@ -324,11 +342,15 @@ func (j *job) verdict() *Hang {
 	case len(stalled) > 0:
 		h.Certainty = HangLikely
 	case len(elsewhere) > 0:
-		for _, r := range elsewhere {
+		for _, r := range elsewhere[:min(len(elsewhere), hangMaxStalled)] {
 			h.Stalled = append(h.Stalled, StalledRank{Rank: r, Host: j.hosts[r]})
 		}
 		h.Certainty = HangUnknown
-		addEv(fmt.Sprintf("ranks %s ran on other nodes: their output is not in this log", rankList(elsewhere)))
+		more := ""
+		if moreElsewhere > 0 {
+			more = fmt.Sprintf(" and %d more", moreElsewhere)
+		}
+		addEv(fmt.Sprintf("ranks %s%s ran on other nodes: their output is not in this log", rankList(elsewhere), more))
 	case len(waited) > 0 && n > 0 && len(waited) >= n:
 		// Every rank joined.
 		h.Certainty = HangLikely
@@ -385,16 +407,12 @@ func (j *job) hostOf(r int) string {
 	if h := j.hosts[r]; h != "" {
 		return h
 	}
-	below, above := -1, -1
-	for q := range j.hosts {
-		switch {
-		case q < r && q > below:
-			below = q
-		case q > r && (above < 0 || q < above):
-			above = q
-		}
+	i := sort.SearchInts(j.hostRanks, r)
+	if i == 0 || i >= len(j.hostRanks) {
+		return ""
 	}
-	if below >= 0 && above >= 0 && j.hosts[below] == j.hosts[above] {
+	below, above := j.hostRanks[i-1], j.hostRanks[i]
+	if j.hosts[below] == j.hosts[above] {
 		return j.hosts[below]
 	}
 	return ""
@@ -442,6 +460,9 @@ func firstOf(s string) string {
 	}
 	return s
 }
+
+// hangMaxStalled is the most stalled ranks a Hang lists.
+const hangMaxStalled = 256
 
 // mode is the most common value (the smallest of equals); 0 for none.
 func mode(v []int64) int64 {
