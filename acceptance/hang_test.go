@@ -47,9 +47,12 @@ func readHang(t *testing.T, b []byte) hangReport {
 // ncclrun.
 func TestMultinodeHangGloo(t *testing.T) {
 	const stall = 1
-	_, via := pair(t, 2, 2, "mn.py", func(int) []string {
+	plain, via := pair(t, 2, 2, "mn.py", func(int) []string {
 		return []string{"MODE=stall", "STALL_RANK=1", "GLOO_TIMEOUT=5"}
 	}, nil)
+	for i := range via {
+		t.Logf("%s: exit %d in %v plain, exit %d in %v through ncclrun", via[i].host, plain[i].code, plain[i].took, via[i].code, via[i].took)
+	}
 	var held, other *proc
 	for _, p := range via {
 		b, err := os.ReadFile(p.report)
