@@ -396,6 +396,10 @@ func collect(e *env, j runJob, p childPlan, w *watch, res launcher.Result, term 
 // --report and the termination log.
 func reportOutcome(e *env, j runJob, rep preflight.Report, p childPlan, out outcome) {
 	s, ds, res := j.s, out.ds, out.res
+	// A hang names the rank that stopped the job before anything else.
+	if !s.quiet && out.hang != nil {
+		writeHang(e.stderr, out.hang)
+	}
 	// The catalog's held-back ids (the generic nccl-error) wait while CMD runs: PyTorch's
 	// DistBackendError on stderr often arrives before the WARN that names
 	// the cause on stdout. It is left in ds only when nothing specific was
@@ -404,9 +408,6 @@ func reportOutcome(e *env, j runJob, rep preflight.Report, p childPlan, out outc
 		if !out.printed[d.ID] {
 			_, _ = e.stderr.Write(diagnosis.Message(d))
 		}
-	}
-	if !s.quiet && out.hang != nil {
-		writeHang(e.stderr, out.hang)
 	}
 	if !s.quiet && len(ds) > 0 {
 		_, _ = e.stderr.Write(diagnosis.Summary(ds, out.first, res.ExitCode, out.sigName))
