@@ -234,6 +234,10 @@ func TestTerminationViewRoundTrip(t *testing.T) {
 	assert.Equal(t, JobHang([]HangView{v}).Stalled, JobHang([]HangView{back}).Stalled)
 	small := v.TerminationView(400)
 	assert.LessOrEqual(t, len(small), 400)
+	cut, ok := ParseTerminationView(small)
+	require.True(t, ok)
+	assert.True(t, cut.Capped, "a view that lost records says so")
+	assert.Less(t, len(cut.Records), len(v.Records))
 	_, ok = ParseTerminationView("no view here\n")
 	assert.False(t, ok)
 }

@@ -13,7 +13,8 @@ const HangViewTag = "hang-view: "
 // TerminationView is the node's view as one line of at most limit bytes
 // ("" when even the smallest does not fit): HangViewTag and the view's
 // JSON without the lines (evidence and last lines stay in --report);
-// records are dropped from the end until it fits.
+// records are dropped from the end until it fits, and the view then says
+// it is Capped.
 func (v HangView) TerminationView(limit int) string {
 	c := v
 	c.Last, c.Warn = nil, ""
@@ -36,7 +37,10 @@ func (v HangView) TerminationView(limit int) string {
 		case len(c.Hosts) > 0:
 			c.Hosts = nil
 		case len(c.Records) > 0:
+			// The ranks whose records are dropped must not read as
+			// silent: the merge then judges no silence (HangView.Capped).
 			c.Records = c.Records[:len(c.Records)/2]
+			c.Capped = true
 		default:
 			return ""
 		}
