@@ -129,9 +129,9 @@ type HangView struct {
 const (
 	hangLastLines  = 10   // lines per rank in last_lines
 	hangLineMax    = 160  // bytes of one kept line
-	hangMaxRanks   = 8192 // ranks seen, with hosts
+	hangMaxRanks   = 4096 // ranks seen, with hosts
 	hangMaxRings   = 512  // ranks with last lines (none for ranks that waited)
-	hangMaxRecords = 4096 // records; past it, only those that name a stalled rank
+	hangMaxRecords = 2048 // records; past it, only those that name a stalled rank
 	hangMaxNaming  = 1024 // records past hangMaxRecords that name a stalled rank
 	hangLinedRecs  = 256  // records that keep their line
 	hangEvidence   = 6    // evidence lines in a Hang
@@ -252,16 +252,17 @@ func (s *HangScan) Flush() {
 }
 
 // lineRing keeps the last hangLastLines lines of one rank, each cut to
-// hangLineMax bytes, in place: a line costs a copy, no allocation.
+// hangLineMax bytes, in slots that are reused: once a rank's ring has
+// gone round, a line costs a copy and no allocation, and a rank that
+// printed one line holds only that line.
 type lineRing struct {
-	buf  [hangLastLines][hangLineMax]byte
-	size [hangLastLines]uint8
-	n    int
+	buf [hangLastLines][]byte
+	n   int
 }
 
 func (r *lineRing) add(b []byte) {
 	k := r.n % hangLastLines
-	r.size[k] = uint8(copy(r.buf[k][:], b))
+	r.buf[k] = append(r.buf[k][:0], b[:min(len(b), hangLineMax)]...)
 	r.n++
 }
 
@@ -270,8 +271,7 @@ func (r *lineRing) list() []string {
 	k := min(r.n, hangLastLines)
 	out := make([]string, 0, k)
 	for i := r.n - k; i < r.n; i++ {
-		j := i % hangLastLines
-		out = append(out, printable.String(string(r.buf[j][:r.size[j]])))
+		out = append(out, printable.String(string(r.buf[i%hangLastLines])))
 	}
 	return out
 }
@@ -439,10 +439,14 @@ func (s *HangScan) feed(line []byte, full bool) {
 		return
 	}
 	host := t.pod
-	if pl := ParseLine(body); pl.Host != "" {
-		host = pl.Host
+	if f, ok := scanPrefixAt0(body); ok {
+		host = string(body[f.hostStart:f.hostEnd]) // NCCL's "host:pid:tid [dev]"
+	} else if len(body) > 0 && body[0] == '(' {
+		if pl := ParseLine(body); pl.Host != "" {
+			host = pl.Host // Ray's "(Worker pid=N, ip=A)"
+		}
 	}
-	if m := nranksRe.FindSubmatch(body); m != nil {
+	if m := match(nranksRe, " nranks ", body); m != nil {
 		if n, err := strconv.Atoi(string(m[1])); err == nil && n > s.seenWorld && n < 1<<24 {
 			s.seenWorld = n
 		}
@@ -450,16 +454,19 @@ func (s *HangScan) feed(line []byte, full bool) {
 	if s.view.Warn == "" && bytes.Contains(body, []byte("NCCL WARN")) {
 		s.view.Warn = keptLine(body)
 	}
+	if s.view.Capped && !bytes.Contains(body, []byte("dump signal")) && !bytes.Contains(body, []byte("lagging")) && !bytes.Contains(body, []byte("monitoredBarrier")) {
+		return // past the records kept, only the lines that name a stalled rank count
+	}
 	rank := t.rank
 	pg, pgRank := "", -1
-	if m := pgRe.FindSubmatch(body); m != nil {
+	if m := match(pgRe, "[PG ", body); m != nil {
 		pg = string(m[1]) + string(m[2])
 		pgRank, _ = strconv.Atoi(string(m[3]))
 	}
 	if rank < 0 && pgRank >= 0 && isDefaultPG(pg) {
 		rank = pgRank
 	}
-	if m := watchdogRe.FindSubmatch(body); m != nil {
+	if m := match(watchdogRe, "Watchdog caught", body); m != nil {
 		if rank < 0 {
 			if w := workRankRe.FindSubmatch(body); w != nil {
 				rank, _ = strconv.Atoi(string(w[1]))
@@ -478,7 +485,7 @@ func (s *HangScan) feed(line []byte, full bool) {
 		s.record(r)
 		return
 	}
-	if m := statusSeqRe.FindSubmatch(body); m != nil {
+	if m := match(statusSeqRe, "work", body); m != nil {
 		s.view.TimedOut = true
 		if rank < 0 {
 			return
@@ -493,7 +500,7 @@ func (s *HangScan) feed(line []byte, full bool) {
 		s.record(r)
 		return
 	}
-	if dumpRe.Match(body) {
+	if bytes.Contains(body, []byte("dump signal")) && dumpRe.Match(body) {
 		s.view.TimedOut = true
 		if rank < 0 {
 			return
@@ -507,7 +514,7 @@ func (s *HangScan) feed(line []byte, full bool) {
 		s.record(r)
 		return
 	}
-	if glooRe.Match(body) {
+	if bytes.Contains(body, []byte("Timed out waiting")) && glooRe.Match(body) {
 		s.view.TimedOut = true
 		if s.sum.on {
 			s.sum.timedOut, s.sum.line = true, keptLine(body)
@@ -517,7 +524,7 @@ func (s *HangScan) feed(line []byte, full bool) {
 		}
 		return
 	}
-	if glooClosedRe.Match(body) {
+	if (bytes.Contains(body, []byte("Connection")) || bytes.Contains(body, []byte("pair closure"))) && glooClosedRe.Match(body) {
 		if s.sum.on {
 			s.sum.closed, s.sum.line = true, keptLine(body)
 		}
@@ -526,11 +533,11 @@ func (s *HangScan) feed(line []byte, full bool) {
 		}
 		return
 	}
-	if m := laggingRe.FindSubmatch(body); m != nil {
+	if m := match(laggingRe, "lagging", body); m != nil {
 		s.lagging(m[1], body)
 		return
 	}
-	if m := barrierRe.FindSubmatch(body); m != nil {
+	if m := match(barrierRe, "monitoredBarrier", body); m != nil {
 		s.view.TimedOut = true
 		s.lagging(m[1], body)
 	}
@@ -551,7 +558,7 @@ func (s *HangScan) sizeHints(body []byte) {
 		}
 		return
 	}
-	if m := worldSizeRe.FindSubmatch(body); m != nil {
+	if m := match(worldSizeRe, "WORLD_SIZE=", body); m != nil {
 		if n, err := strconv.Atoi(string(m[1])); err == nil && n > s.seenWorld && n < 1<<24 {
 			s.seenWorld = n
 		}
@@ -586,6 +593,15 @@ func parseRanks(b []byte) []int {
 		}
 	}
 	return out
+}
+
+// match is re's submatches in body, looked for only where body holds lit
+// (most lines do not: a substring search is cheaper than the expression).
+func match(re *regexp.Regexp, lit string, body []byte) [][]byte {
+	if !bytes.Contains(body, []byte(lit)) {
+		return nil
+	}
+	return re.FindSubmatch(body)
 }
 
 // lagging records the ranks a desync report or monitored_barrier named.
