@@ -192,6 +192,13 @@ func TestHangRealGloo(t *testing.T) {
 	assert.Equal(t, HangUnknown, other.Certainty)
 	assert.Equal(t, []StalledRank{{Rank: 0}, {Rank: 1}}, other.Stalled)
 	assert.Contains(t, HangHeadline(other), "ranks 2-3 waited in the collective for a rank on another node")
+	// One node's log alone, without the job's size, tells no verdict:
+	// not that every rank joined.
+	alone := JobHang([]HangView{view("torchrun-hang.node0.log", "", 0, 0)})
+	require.NotNil(t, alone)
+	assert.Empty(t, alone.Stalled)
+	assert.Equal(t, HangUnknown, alone.Certainty)
+	assert.NotContains(t, HangHeadline(alone), "every rank")
 	both := JobHang([]HangView{view("torchrun-hang.node0.log", "", 0, 0), view("torchrun-hang.node1.log", "", 0, 0)})
 	require.NotNil(t, both)
 	assert.Equal(t, []StalledRank{{Rank: 1, Host: "node0"}}, both.Stalled)

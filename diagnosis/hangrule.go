@@ -351,8 +351,9 @@ func (j *job) verdict() *Hang {
 			more = fmt.Sprintf(" and %d more", moreElsewhere)
 		}
 		addEv(fmt.Sprintf("ranks %s%s ran on other nodes: their output is not in this log", rankList(elsewhere), more))
-	case len(waited) > 0 && n > 0 && len(waited) >= n:
-		// Every rank joined.
+	case len(waited) > 0 && n > 0 && len(waited) >= n && (j.world > 0 || !j.hasSpans && !j.partial):
+		// Every rank joined: the job's size is known, or the input is
+		// the whole job's output.
 		h.Certainty = HangLikely
 		if j.recsCounted(pg) {
 			h.Certainty = HangCertain
