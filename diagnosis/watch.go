@@ -24,6 +24,7 @@ type Watch struct {
 	mu      sync.Mutex // the feeders' goroutines; it also orders Result after them
 	m       *Matcher
 	written map[string]bool
+	hang    *HangScan // ScanHangs; nil: not looked for
 }
 
 // NewWatch is a Watch that matches with facts and writes to w. found, when
@@ -47,6 +48,9 @@ func (w *Watch) Feed(p []byte, behind bool) int {
 	}
 	if w.m == nil {
 		w.m = NewMatcher(w.facts)
+	}
+	if w.hang != nil {
+		w.hang.FeedChunk(p) // every line, before any is shed
 	}
 	shed, _ := w.m.FeedChunk(p, noise, w.write)
 	return shed

@@ -2,6 +2,8 @@
 #   ok     one all_reduce of rank+1, then prints "rank R sum S"
 #   loop   prints "ready R", then all_reduces until a peer is gone
 #   raise  as loop, but rank RAISE_RANK raises once it is ready
+#   stall  as loop, but rank STALL_RANK stops before the next collective
+#          (prints "stalling R" and sleeps), so the others' one times out
 # INIT_TIMEOUT (seconds, default 60) bounds the wait for the other ranks
 # to join; GLOO_TIMEOUT (seconds, default 60) every collective of the loop.
 import datetime
@@ -32,6 +34,9 @@ def main():
     os.write(1, f"ready {rank}\n".encode())
     if mode == "raise" and rank == int(os.environ["RAISE_RANK"]):
         raise RuntimeError(f"rank {rank} failed on purpose")
+    if mode == "stall" and rank == int(os.environ["STALL_RANK"]):
+        os.write(1, f"stalling {rank}\n".encode())
+        time.sleep(3600)
     while True:
         dist.all_reduce(t, group=group)
         time.sleep(0.05)

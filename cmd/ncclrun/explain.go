@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -37,22 +36,55 @@ func cmdExplain(c *cli.Context, e *env) error {
 	// closed (file and decoder) before the next: memory is the matcher's
 	// bounded state plus one gzip decoder.
 	m := diagnosis.NewMatcher(diagnosis.Facts{})
+	names, err := expandDirs(names) // jobinput.go: reports, pods, log directories
+	if err != nil {
+		return err
+	}
+	var ji jobInput
 	for _, name := range names {
-		if err := explainInput(m, name, e.stdin); err != nil {
+		if err := ji.explainInput(m, name, e.stdin); err != nil {
 			return err
 		}
 	}
-	ds, first := m.Diagnoses(), m.FirstFailure()
+	ji.flush(m)
+	hang := ji.hang()
+	ds, first := diagnosis.ApplyHang(m.Diagnoses(), m.FirstFailure(), hang)
 	if c.Bool(flagJSON) {
 		return writeJSON(e.stdout, struct {
 			FirstFailure *diagnosis.Failure    `json:"first_failure,omitempty"`
 			Diagnoses    []diagnosis.Diagnosis `json:"diagnoses"`
-		}{first, nonNil(ds)})
+			Hang         *diagnosis.Hang       `json:"hang,omitempty"`
+		}{first, nonNil(ds), hang})
+	}
+	if hang != nil {
+		if _, err := e.stdout.Write(layoutHang(diagnosis.HangText(hang))); err != nil {
+			return err
+		}
 	}
 	var b bytes.Buffer
 	_ = diagnosis.WriteExplain(&b, ds, first) // a Buffer does not fail
-	_, err := e.stdout.Write(layoutExplain(b.String()))
+	_, err = e.stdout.Write(layoutExplain(b.String()))
 	return err
+}
+
+// layoutHang wraps HangText's lines to explainWidth: the headline, then
+// each "  evidence: " line under its label.
+func layoutHang(text string) []byte {
+	var b bytes.Buffer
+	for _, line := range strings.Split(strings.TrimSuffix(text, "\n"), "\n") {
+		lead, indent := "", "      "
+		if rest, ok := strings.CutPrefix(line, "  evidence: "); ok {
+			line, lead, indent = rest, "  evidence: ", "            "
+		}
+		for i, l := range advice.Wrap(line, max(40, explainWidth-len(indent))) {
+			if i == 0 {
+				b.WriteString(lead + l + "\n")
+			} else {
+				b.WriteString(indent + l + "\n")
+			}
+		}
+	}
+	return b.Bytes()
 }
 
 // explainWidth is the width explain's text is wrapped to, doctor's.
@@ -105,26 +137,6 @@ func layoutExplain(text string) []byte {
 		}
 	}
 	return b.Bytes()
-}
-
-// explainInput feeds one input (a file, or stdin for "-") to m, to its
-// end: each input ends a line, so the last line of one never joins the
-// first of the next. An input that cannot be opened, read or decompressed,
-// or that is bzip2, zstd or xz, is a usage error naming it.
-func explainInput(m *diagnosis.Matcher, name string, stdin io.Reader) error {
-	in, err := nccllog.Open(name, stdin)
-	if err != nil {
-		var re *nccllog.ReadError
-		if errors.As(err, &re) {
-			return inputError(name, err)
-		}
-		return &usageError{fmt.Errorf("explain: %w", err)}
-	}
-	defer in.Close()
-	if err := diagnosis.FeedReader(m, in); err != nil {
-		return inputError(name, err)
-	}
-	return nil
 }
 
 // inputError is the one-line usage error for an input that could not be

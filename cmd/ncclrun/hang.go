@@ -21,7 +21,7 @@ import (
 	"github.com/ncclrun/ncclrun/launcher"
 )
 
-// Live hang evidence (docs/hangs-live.md): run sets what makes a hang
+// Live hang evidence (docs/hangs.md, "Live capture"): run sets what makes a hang
 // leave evidence (a per-job NCCL_RAS_ADDR, the flight recorder's
 // variables, PYTHONFAULTHANDLER), and on the first watchdog timeout line,
 // or after --hang-after of silence, captures RAS's status and py-spy's
@@ -341,10 +341,13 @@ func (h *hangRun) verdict(res launcher.Result) (int, string, bool) {
 		flagOnHang, h.trigger, res.ExitCode, ExitHang), true
 }
 
-// hangReport is the report's hang object as run fills it: the evidence
-// captured live and the flight-recorder dumps read after CMD exited.
-// Certainty is "unknown": the evidence names no stalled rank by itself.
+// hangReport is the report's hang object: what the lines tell of the
+// collective that timed out (diagnosis.Hang, nil when they tell nothing),
+// and the evidence captured live and the flight-recorder dumps read after
+// CMD exited. Its Certainty and EvidenceDir are the object's (they hide
+// the lines' own); Certainty is "unknown" when the lines name no rank.
 type hangReport struct {
+	*diagnosis.Hang
 	Certainty      string          `json:"certainty"`
 	Trigger        string          `json:"trigger,omitempty"`
 	EvidenceDir    string          `json:"evidence_dir,omitempty"`
@@ -352,6 +355,22 @@ type hangReport struct {
 	FlightRecorder []hang.Dump     `json:"flight_recorder,omitempty"`
 	Stacks         []hang.Stack    `json:"stacks,omitempty"`
 	StacksOff      string          `json:"stacks_off,omitempty"`
+}
+
+// joinHang is the report's hang object from the lines' hang and the live
+// evidence; nil when there is neither.
+func joinHang(lines *diagnosis.Hang, live *hangReport) *hangReport {
+	if lines == nil && live == nil {
+		return nil
+	}
+	r := &hangReport{Certainty: "unknown"}
+	if live != nil {
+		*r = *live
+	}
+	if lines != nil {
+		r.Hang, r.Certainty = lines, lines.Certainty
+	}
+	return r
 }
 
 // report reads the flight-recorder dumps (bounded: hang.ReadDumps, two

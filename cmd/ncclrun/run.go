@@ -30,6 +30,9 @@ type runReport struct {
 	ExitCode      int                    `json:"exit_code"`
 	Signal        *string                `json:"signal"`
 	TorchrunError *nccllog.TorchrunError `json:"torchrun_error,omitempty"`
+	// HangView is this node's counters of the process groups' collectives,
+	// which explain merges with the other nodes' reports (docs/hangs.md).
+	HangView *diagnosis.HangView `json:"hang_view,omitempty"`
 	// TapShed: NCCL INFO noise lines diagnosis did not see, shed while it
 	// was behind the output; TapLost: the other lines it did not see (0 as
 	// long as the matcher keeps up with the lines that are not noise).
@@ -37,7 +40,9 @@ type runReport struct {
 	TapLost int64    `json:"tap_lost_lines,omitempty"`
 	Command []string `json:"command"`
 	Version string   `json:"ncclrun_version"`
-	// Hang is the evidence of a suspected hang (hang.go); absent without one.
+	// Hang is a collective that timed out and who never joined it
+	// (docs/hangs.md), with the evidence captured live (hang.go); absent
+	// without a hang.
 	Hang *hangReport `json:"hang,omitempty"`
 }
 
@@ -118,6 +123,7 @@ func cmdRun(c *cli.Context, e *env) (err error) {
 		return &startError{cmd: j.path, err: err}
 	}
 	w := newWatch(e, rep, j.s, p.hang)
+	scanHangs(w, j)
 	res, err := supervise(e, j, p, w, term)
 	if err != nil {
 		return err
@@ -383,11 +389,13 @@ type outcome struct {
 	first   *diagnosis.Failure // the first failure (Matcher.FirstFailure)
 	printed map[string]bool    // the ids of ds printed while CMD ran
 	te      *nccllog.TorchrunError
+	hang    *diagnosis.Hang // a collective timed out (docs/hangs.md)
+	view    *diagnosis.HangView
 	// code is ncclrun's exit status: CMD's, unless the policy
 	// (failfast.go) changed it and note says why.
 	code int
 	note string
-	hang *hangReport // the report's hang object (hang.go)
+	live *hangReport // the evidence captured live (hang.go)
 }
 
 // collect is run's collect stage: with NCCL_DEBUG_FILE, NCCL's lines went
@@ -418,8 +426,11 @@ func collect(e *env, j runJob, p childPlan, w *watch, res launcher.Result, term 
 		if code, note, ok := p.hang.verdict(res); ok && out.note == "" {
 			out.code, out.note = code, note
 		}
-		out.hang = p.hang.report()
+		out.live = p.hang.report()
 	}
+	// After the verdict: the hang is a failure CMD's status already tells.
+	out.hang, out.view = w.Hang()
+	out.ds, out.first = diagnosis.ApplyHang(out.ds, out.first, out.hang)
 	if res.Signal != 0 {
 		out.sigName = unix.SignalName(res.Signal)
 		if out.sigName == "" {
@@ -440,6 +451,10 @@ func collect(e *env, j runJob, p childPlan, w *watch, res launcher.Result, term 
 // --report and the termination log.
 func reportOutcome(e *env, j runJob, rep preflight.Report, p childPlan, out outcome) {
 	s, ds, res := j.s, out.ds, out.res
+	// A hang names the rank that stopped the job before anything else.
+	if !s.quiet && out.hang != nil {
+		writeHang(e.stderr, out.hang)
+	}
 	// The catalog's held-back ids (the generic nccl-error) wait while CMD runs: PyTorch's
 	// DistBackendError on stderr often arrives before the WARN that names
 	// the cause on stdout. It is left in ds only when nothing specific was
@@ -468,7 +483,7 @@ func reportOutcome(e *env, j runJob, rep preflight.Report, p childPlan, out outc
 			ExitCode: res.ExitCode, TorchrunError: out.te,
 			TapShed: res.TapShed, TapLost: res.TapLost,
 			Command: append([]string{j.path}, p.cfg.Args...), Version: version,
-			Hang: out.hang,
+			Hang: joinHang(out.hang, out.live), HangView: out.view,
 		}
 		if out.sigName != "" {
 			rr.Signal = &out.sigName
@@ -478,7 +493,8 @@ func reportOutcome(e *env, j runJob, rep preflight.Report, p childPlan, out outc
 		}
 	}
 	if tl := p.termLog; tl != "" && (len(ds) > 0 || res.ExitCode != 0) {
-		msg := out.note + terminationText(ds, out.first, res.ExitCode, out.sigName, out.te, terminationLimit-len(out.note))
+		head := out.note + hangTermination(out.hang, out.view)
+		msg := head + terminationText(ds, out.first, res.ExitCode, out.sigName, out.te, terminationLimit-len(head))
 		if err := safefile.WriteFile(tl, []byte(msg), 0o644); err != nil {
 			fprintf(e.stderr, "ncclrun: warning: termination log: %v\n", err)
 		}
