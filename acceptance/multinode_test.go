@@ -33,6 +33,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"github.com/ncclrun/ncclrun/internal/testutil"
 )
@@ -202,7 +203,16 @@ func (c *cluster) start(i int, env []string, argv ...string) *proc {
 	// The node dies with the test: unshare is killed with its parent, and
 	// its --kill-child takes the node's PID 1, and so every process of
 	// the node, with it.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	//
+	// The node is a session of its own, as a container's init is (runc
+	// calls setsid) and as a real node shares none with another: with
+	// the kernel's autogroup (sched_autogroup_enabled, tasks of the root
+	// CPU cgroup) CPU time is shared between sessions first, so nodes
+	// left in the test's session shared one share among all of them (and
+	// with go test), while ncclrun's CMD, which leads a session of its
+	// own, had one to itself: plain torchrun started its workers several
+	// times slower than through ncclrun on a loaded machine.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setsid: true}
 	require.NoError(c.t, cmd.Start())
 	begun := time.Now()
 	go func() {
@@ -315,11 +325,10 @@ func (w *readyWriter) await(s string, n int, done <-chan struct{}) error {
 // job is one torchrun job over a cluster: one proc per node.
 type job []*proc
 
-// torchJob starts torchrun on every node of c (through ncclrun when via),
-// each node with env(i) added to its environment.
-func torchJob(t *testing.T, c *cluster, via bool, nproc int, script string, env func(i int) []string) job {
+// torchJob starts torchrun (tr) on every node of c (through ncclrun when
+// via), each node with env(i) added to its environment.
+func torchJob(t *testing.T, c *cluster, tr string, via bool, nproc int, script string, env func(i int) []string) job {
 	t.Helper()
-	tr := torchrun(t)
 	var j job
 	for i := range c.hosts {
 		argv := []string{tr, "--nnodes", strconv.Itoa(len(c.hosts)), "--nproc_per_node", strconv.Itoa(nproc),
@@ -360,8 +369,19 @@ func (j job) String() string {
 	return b.String()
 }
 
-// slack is how much longer than plain a node may take through ncclrun.
+// slack is how much longer than plain a node may take through ncclrun,
+// or shorter.
 const slack = 15 * time.Second
+
+// near asserts that a node took about as long through ncclrun as plain:
+// within tol either way. Faster is a difference too (a shutdown path of
+// ncclrun's own, or a harness that does not treat both alike).
+func near(t *testing.T, plain, via *proc, tol time.Duration) bool {
+	t.Helper()
+	d := via.took - plain.took
+	return assert.True(t, d > -tol && d < tol, "%s took %v through ncclrun, %v plain: %v apart, more than %v",
+		via.host, via.took, plain.took, d, tol)
+}
 
 // pair runs the same job plain and through ncclrun, side by side on two
 // clusters, and returns both once act (nil: none) has been done to each
@@ -369,8 +389,12 @@ const slack = 15 * time.Second
 func pair(t *testing.T, nodes, nproc int, script string, env func(i int) []string, act func(c *cluster, j job) error) (plain, via job) {
 	t.Helper()
 	cp, cv := newCluster(t, nodes), newCluster(t, nodes)
-	plain = torchJob(t, cp, false, nproc, script, env)
-	via = torchJob(t, cv, true, nproc, script, env)
+	// torch's import check (seconds of CPU) before either job, not
+	// between them: the job started second would start later, beside the
+	// first job's start.
+	tr := torchrun(t)
+	plain = torchJob(t, cp, tr, false, nproc, script, env)
+	via = torchJob(t, cv, tr, true, nproc, script, env)
 	if act != nil {
 		errs := make([]error, 2)
 		var wg sync.WaitGroup
@@ -394,7 +418,7 @@ func pair(t *testing.T, nodes, nproc int, script string, env func(i int) []strin
 	for i := range via {
 		// Side by side on a shared machine the two differ by seconds;
 		// a shutdown of ncclrun's own (a --kill-after of 30 s) would show.
-		assert.Less(t, via[i].took, plain[i].took+slack, "%s took %v through ncclrun, %v plain", via[i].host, via[i].took, plain[i].took)
+		near(t, plain[i], via[i], slack)
 	}
 	return plain, via
 }
@@ -481,6 +505,30 @@ func TestMultinodeTorchrunHealthy(t *testing.T) {
 	out := via[0].stdout.String() + via[1].stdout.String()
 	for r := range 4 {
 		assert.Contains(t, out, fmt.Sprintf("rank %d sum 10", r))
+	}
+}
+
+// Promise (of the harness): every node is a session of its own, apart
+// from the test's and from every other node's, plain or through ncclrun,
+// so that the kernel's autogroup gives plain torchrun the CPU share
+// ncclrun's CMD (a session leader) gets: timing plain against through
+// ncclrun compares like with like.
+func TestMultinodeNodesAreSessions(t *testing.T) {
+	c := newCluster(t, 2)
+	own, err := unix.Getsid(0)
+	require.NoError(t, err)
+	sids := map[int]string{own: "the test"}
+	for i := range c.hosts {
+		p := c.start(i, c.nodeEnv(i), "sleep", "60")
+		var pid int
+		require.Eventually(t, func() bool { pid, err = p.pid1(); return err == nil }, 10*time.Second, 10*time.Millisecond)
+		sid, err := unix.Getsid(pid)
+		require.NoError(t, err)
+		if other, ok := sids[sid]; ok {
+			assert.Fail(t, "a node shares a session", "%s's PID 1 (%d) is in the session of %s", p.host, pid, other)
+			continue
+		}
+		sids[sid] = p.host
 	}
 }
 
