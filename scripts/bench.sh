@@ -2,14 +2,17 @@
 # `make bench`: ncclrun's targets in users' terms, each as a ratio or a
 # figure against a reference measured in this same run on this machine:
 #
-#   start-up of `ncclrun run -- true`   <= 3x a static Go hello
-#   relay of CMD's output into a pipe   <= 1.5x `cat F | cat`'s wall time
-#   a child printing RATE (200 MiB/s)   not slowed by more than that either,
-#                                       and no line the catalog could match
-#                                       lost (--report's tap counters)
+#   start-up of `ncclrun run -- true`   <= 1.5x a minimal Go supervisor
+#                                       (bench/minisuper; a static Go hello
+#                                       beside it for the record)
+#   a child printing RATE (200 MiB/s)   slowed by at most 5%, and no line
+#   of mixed INFO and WARN lines        the catalog could match lost
+#                                       (--report's tap counters)
+#   relay at pipe speed                 reported against `cat F | cat | cat`,
+#                                       wall and CPU time per GiB: no target
 #   explain of plain INFO logs          >= 200 MiB/s (`grep -c` beside it)
 #   explain of WARN-only logs           >= 100 MiB/s
-#   peak RSS                            <= 16 MiB whatever the input
+#   peak RSS                            <= 16 MiB, 20 MiB on compressed input
 #
 # The last table says which target each figure meets or misses; nothing is
 # asserted. Wall times are the targets; CPU times beside them say what a
@@ -66,6 +69,8 @@ B=$tmp/ncclbench
 go build -o "$B" ./bench/ncclbench
 HELLO=$tmp/hello
 CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o "$HELLO" ./bench/hello
+MINI=$tmp/minisuper
+CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o "$MINI" ./bench/minisuper
 INFO=$tmp/info.log
 "$B" gen -size "$SIZE" -o "$INFO"
 WARN=$tmp/warn.log
@@ -98,7 +103,8 @@ echo
 per=$((START_RUNS / START_ROUNDS))
 slabels=() scmds=()
 sadd() { slabels+=("$1"); scmds+=("$2"); }
-sadd "static Go hello (the reference)" "$HELLO"
+sadd "minimal Go supervisor: \`minisuper true\` (the reference)" "$MINI true"
+sadd "static Go hello (for the record)" "$HELLO"
 sadd "\`true\`" "true"
 sadd "\`ncclrun version\`" "$NCCLRUN version"
 sadd "\`ncclrun run --no-watch -- true\`" "$NCCLRUN run --no-watch -- true"
@@ -110,14 +116,15 @@ for _ in $(seq "$START_ROUNDS"); do
   done
 done
 for i in "${!scmds[@]}"; do smed[i]=$(med <"$tmp/start.$i"); done
-hello_ms=${smed[0]}
-run_ms=${smed[4]}
+mini_ms=${smed[0]}
+hello_ms=${smed[1]}
+run_ms=${smed[5]}
 echo "## Start-up: median of $START_ROUNDS rounds of $per runs"
 echo
-echo "| command | median | vs static Go hello |"
-echo "|---|---|---|"
+echo "| command | median | vs minimal supervisor | vs static Go hello |"
+echo "|---|---|---|---|"
 for i in "${!scmds[@]}"; do
-  echo "| ${slabels[$i]} | ${smed[$i]} ms | $(ratio "${smed[$i]}" "$hello_ms")x |"
+  echo "| ${slabels[$i]} | ${smed[$i]} ms | $(ratio "${smed[$i]}" "$mini_ms")x | $(ratio "${smed[$i]}" "$hello_ms")x |"
 done
 echo
 
@@ -127,9 +134,9 @@ echo
 # make it slower than it is alone.
 rlabels=() rcmds=()
 radd() { rlabels+=("$1"); rcmds+=("$2"); }
-radd "INFO: \`cat F | cat\` (the reference)" "sh -c 'cat \"\$INFO\" | cat'"
+radd "INFO: \`cat F | cat | cat\` (the reference)" "sh -c 'cat \"\$INFO\" | cat | cat'"
 radd "INFO: **\`ncclrun run -- cat F\`**" "\"\$NCCLRUN\" run -- cat \"\$INFO\""
-radd "WARN: \`cat F | cat\` (the reference)" "sh -c 'cat \"\$WARN\" | cat'"
+radd "WARN: \`cat F | cat | cat\` (the reference)" "sh -c 'cat \"\$WARN\" | cat | cat'"
 radd "WARN: **\`ncclrun run -- cat F\`**" "\"\$NCCLRUN\" run -- cat \"\$WARN\""
 radd "mixed at $RATE/s: the child alone (the reference)" "\"\$B\" pace -rate $RATE \"\$MIXED\""
 radd "mixed at $RATE/s: **\`ncclrun run -- child\`**" "\"\$NCCLRUN\" run -- \"\$B\" pace -rate $RATE \"\$MIXED\""
@@ -151,11 +158,11 @@ pratio() {
 }
 echo "## Relay: the same bytes through each, into a pipe (medians of $RELAY_RUNS rounds; the ratio is the median of each round's)"
 echo
-echo "| log / command | wall | vs reference | MiB/s | CPU (writer + relay) |"
-echo "|---|---|---|---|---|"
+echo "| log / command | wall | vs reference | MiB/s | CPU (writer + relay) | CPU per GiB |"
+echo "|---|---|---|---|---|---|"
 for i in "${!rcmds[@]}"; do
   f=$INFO; [ "$i" -ge 2 ] && f=$WARN; [ "$i" -ge 4 ] && f=$MIXED
-  echo "| ${rlabels[$i]} | ${rw[$i]} ms | $(pratio "$i")x | $(mibs "${rw[$i]}" "$(size "$f")") | ${rc[$i]} ms |"
+  echo "| ${rlabels[$i]} | ${rw[$i]} ms | $(pratio "$i")x | $(mibs "${rw[$i]}" "$(size "$f")") | ${rc[$i]} ms | $(awk -v ms="${rc[$i]}" -v b="$(size "$f")" 'BEGIN {printf "%.0f ms", ms/(b/1073741824)}') |"
 done
 echo
 
@@ -167,7 +174,7 @@ echo
 "$NCCLRUN" run --report "$tmp/paced.json" -- "$B" pace -rate "$RATE" "$MIXED" 2>/dev/null | cat >/dev/null
 shed=$(jnum tap_shed_lines "$tmp/paced.json")
 lost=$(jnum tap_lost_lines "$tmp/paced.json")
-echo "| lines | WARN lines | INFO noise shed | lines lost |"
+echo "| lines | WARN lines | INFO lines shed | lines lost |"
 echo "|---|---|---|---|"
 echo "| $(countf lines "$tmp/mixed.count") | $(countf warn_lines "$tmp/mixed.count") | $shed | **$lost** |"
 echo
@@ -266,20 +273,18 @@ echo "## Against the targets"
 echo
 echo "| target | this run | verdict |"
 echo "|---|---|---|"
-r=$(ratio "$run_ms" "$hello_ms")
-echo "| start-up: \`run -- true\` <= 3x a static Go hello | ${r}x ($run_ms ms, hello $hello_ms ms) | $(atmost "$r" 3) |"
-r=$(pratio 1)
-echo "| relay INFO: <= 1.5x \`cat F \| cat\` wall | ${r}x | $(atmost "$r" 1.5) |"
-r=$(pratio 3)
-echo "| relay WARN: <= 1.5x \`cat F \| cat\` wall | ${r}x | $(atmost "$r" 1.5) |"
+r=$(ratio "$run_ms" "$mini_ms")
+echo "| start-up: \`run -- true\` <= 1.5x a minimal Go supervisor | ${r}x ($run_ms ms, minisuper $mini_ms ms, static hello $hello_ms ms) | $(atmost "$r" 1.5) |"
 r=$(pratio 5)
-echo "| a child printing $RATE/s: <= 1.5x its wall alone | ${r}x | $(atmost "$r" 1.5) |"
-echo "| no catalog-matching line lost at $RATE/s (--report) | $lost lost ($shed INFO noise lines shed) | $(atmost "$lost" 0) |"
+echo "| a child printing $RATE/s of INFO and WARN lines: slowed <= 5% | ${r}x its wall alone | $(atmost "$r" 1.05) |"
+echo "| no catalog-matching line lost at $RATE/s (--report) | $lost lost ($shed INFO lines shed) | $(atmost "$lost" 0) |"
+echo "| relay at pipe speed, INFO (reported) | $(pratio 1)x \`cat F \| cat \| cat\`'s wall | no target |"
+echo "| relay at pipe speed, WARN (reported) | $(pratio 3)x \`cat F \| cat \| cat\`'s wall | no target |"
 echo "| explain INFO >= 200 MiB/s | $info_mibs MiB/s (grep -c $(mibs "${ex[0]}" "$(size "$INFO")")) | $(atleast "$info_mibs" 200) |"
 echo "| explain WARN-only >= 100 MiB/s | $warn_mibs MiB/s (grep -c $(mibs "${ex[2]}" "$(size "$WARN")")) | $(atleast "$warn_mibs" 100) |"
 echo "| explain WARN-only of $PROCS processes >= 100 MiB/s | $many_mibs MiB/s (grep -c $(mibs "${ex[4]}" "$(size "$MANY")")) | $(atleast "$many_mibs" 100) |"
 echo "| peak RSS <= 16 MiB on any plain input | at most $(mib "$rss_max") | $(atmost "$rss_max" 16384) |"
 rss_c=$(sort -g "$tmp/rss.compressed" | tail -1)
-[ -z "$rss_c" ] || echo "| peak RSS <= 16 MiB on compressed input | at most $(mib "$rss_c") | $(atmost "$rss_c" 16384) |"
+[ -z "$rss_c" ] || echo "| peak RSS <= 20 MiB on compressed input | at most $(mib "$rss_c") | $(atmost "$rss_c" 20480) |"
 echo
 echo "Load after: $(load)."
