@@ -121,3 +121,23 @@ func TestExceptionHeader(t *testing.T) {
 		assert.Equal(t, want, isExceptionHeader([]byte(s)), s)
 	}
 }
+
+// TestTorchrunPortInUse: torch 1.13's c10d store that cannot bind its
+// port (a real capture of two torchruns on one --master_port) is
+// port-in-use, from the RuntimeError and also from c10d's own
+// bind/listen log lines when the log ends before the exception.
+func TestTorchrunPortInUse(t *testing.T) {
+	data, err := os.ReadFile("testdata/torchrun/port-in-use-2.log")
+	require.NoError(t, err)
+	whole := string(data)
+	cut := whole[:strings.Index(whole, "Traceback")]
+	require.Contains(t, cut, "failed to listen on any local network address")
+	for name, log := range map[string]string{"whole": whole, "before the exception": cut} {
+		t.Run(name, func(t *testing.T) {
+			ds := explainString(t, log, Facts{})
+			require.NotEmpty(t, ds)
+			assert.Equal(t, "port-in-use", ds[0].ID)
+			assert.Len(t, ds, 1)
+		})
+	}
+}
