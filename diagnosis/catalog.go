@@ -58,6 +58,9 @@ const (
 const (
 	// UnlessNoRDMA: ignore the pattern when Facts.Known && Facts.NoRDMA.
 	UnlessNoRDMA = "no-rdma"
+	// UnlessIBDisabled: ignore the pattern when Facts.Known &&
+	// Facts.IBDisabled.
+	UnlessIBDisabled = "ib-disabled"
 )
 
 // Values of Pattern.When: the pattern counts only under these facts (run
@@ -200,7 +203,8 @@ type Pattern struct {
 	// entry's After): the entry ranks after such an id when every active
 	// sighting of it lists that id.
 	After []string `json:"after,omitempty"`
-	// Unless names a fact (UnlessNoRDMA) under which the pattern is ignored.
+	// Unless names a fact (UnlessNoRDMA, UnlessIBDisabled) under which the
+	// pattern is ignored.
 	Unless string `json:"unless,omitempty"`
 	// When names facts (WhenRDMAUsable, WhenPeermemLoaded, WhenNoPeermem)
 	// without which the pattern is ignored.
@@ -218,6 +222,11 @@ type Pattern struct {
 	// which must hold ("socket-interface/multi-node+socket-fallback").
 	// A fact holds only for a line of this host (Facts.Host).
 	Needs []string `json:"needs,omitempty"`
+	// CertainNeeds, in Needs' syntax, are the conditions under which a
+	// sighting of this pattern is certain (any one of them enough): a
+	// fact of this host or markers of a failure it explains. Without
+	// them the pattern's Certainty applies.
+	CertainNeeds []string `json:"certain_needs,omitempty"`
 	// Title overrides the entry's title for diagnoses first seen through
 	// this pattern: the headline names whoever failed (Gloo, not NCCL).
 	Title string `json:"title,omitempty"`
@@ -324,6 +333,7 @@ type cpattern struct {
 	suppressedBy []int
 	after        map[string]bool // entry's After plus the pattern's
 	needs        []needTerm      // Needs resolved (needsHold)
+	certainNeeds []needTerm      // CertainNeeds resolved
 	peerGroup    int             // index of the "peer" group in re, -1 none (or not compiled yet)
 	rankGroups   []int           // indices of the "rank" groups in re: the rank waited for
 	grams        litGrams        // two grams per literal (gram.go)
@@ -520,7 +530,10 @@ func newCatalog(entries []Entry, lazy bool) (*Catalog, error) {
 		if cp.certainWith, err = c.markerIndex(cp, cp.CertainWith); err != nil {
 			return nil, err
 		}
-		if cp.needs, err = c.needTerms(cp); err != nil {
+		if cp.needs, err = c.needTerms(cp, cp.Needs); err != nil {
+			return nil, err
+		}
+		if cp.certainNeeds, err = c.needTerms(cp, cp.CertainNeeds); err != nil {
 			return nil, err
 		}
 		for _, name := range cp.SuppressedBy {
@@ -607,7 +620,7 @@ func compilePattern(ce *centry, p Pattern, lazy bool) (*cpattern, error) {
 		}
 		cp.certainty = p.Certainty
 	}
-	if p.Unless != "" && p.Unless != UnlessNoRDMA {
+	if p.Unless != "" && p.Unless != UnlessNoRDMA && p.Unless != UnlessIBDisabled {
 		return nil, fmt.Errorf("%w: %s: unknown unless %q", ErrCatalog, where, p.Unless)
 	}
 	switch p.When {
@@ -744,9 +757,9 @@ type needTerm struct {
 
 // needTerms resolves cp's Needs: each "+"-joined part is a When fact or
 // a marker name (markerIndex).
-func (c *Catalog) needTerms(cp *cpattern) ([]needTerm, error) {
+func (c *Catalog) needTerms(cp *cpattern, needs []string) ([]needTerm, error) {
 	var ts []needTerm
-	for _, n := range cp.Needs {
+	for _, n := range needs {
 		var t needTerm
 		for _, part := range strings.Split(n, "+") {
 			switch part {

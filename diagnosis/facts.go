@@ -26,7 +26,8 @@ func (m *Matcher) snapshot(st *state) Diagnosis {
 			src = s
 		}
 		local = local || s.local
-		if s.p.certainty == Certain || (s.p.certainWith >= 0 && m.markerOn(s.p.certainWith)) {
+		if s.p.certainty == Certain || (s.p.certainWith >= 0 && m.markerOn(s.p.certainWith)) ||
+			m.termsHold(s.p.certainNeeds, s.local) {
 			certain = true
 		} else if likelyHow == "" {
 			likelyHow = s.p.How
@@ -161,6 +162,11 @@ func (m *Matcher) factsAllow(p *cpattern, local bool) bool {
 	if p.Unless == UnlessNoRDMA && f.Known && f.NoRDMA {
 		return false
 	}
+	// IBDisabled is the job's environment, which run passes to every
+	// rank: it holds for lines of other hosts too.
+	if p.Unless == UnlessIBDisabled && m.facts.Known && m.facts.IBDisabled {
+		return false
+	}
 	return p.When == "" || factHolds(f, p.When)
 }
 
@@ -180,10 +186,16 @@ func factHolds(f Facts, name string) bool {
 // needsHold reports whether one of a benign sighting's Needs holds: its
 // facts (for a line of this host) and its markers.
 func (m *Matcher) needsHold(s sight) bool {
-	for _, t := range s.p.needs {
+	return m.termsHold(s.p.needs, s.local)
+}
+
+// termsHold reports whether one of ts holds: its facts (for a line of
+// this host, local) and its markers.
+func (m *Matcher) termsHold(ts []needTerm, local bool) bool {
+	for _, t := range ts {
 		ok := true
 		for _, f := range t.facts {
-			if !s.local || !factHolds(m.facts, f) {
+			if !local || !factHolds(m.facts, f) {
 				ok = false
 			}
 		}

@@ -271,7 +271,9 @@ type watch struct {
 
 func newWatch(e *env, rep preflight.Report, s settings) *watch {
 	w := &watch{ff: newFailRun(s.ff)}
-	w.Watch = diagnosis.NewWatch(facts(rep, s.minMemlockOrDefault()), e.stderr, func(d diagnosis.Diagnosis) string { return w.ff.found(d, w.cmd) })
+	f := facts(rep, s.minMemlockOrDefault())
+	f.IBDisabled = ibDisabled(e.environ, rep.NCCLConf, s.noIB && s.ncclIB)
+	w.Watch = diagnosis.NewWatch(f, e.stderr, func(d diagnosis.Diagnosis) string { return w.ff.found(d, w.cmd) })
 	return w
 }
 
