@@ -180,6 +180,7 @@ func runPreflight(ctx context.Context, e *env, j runJob, before *preflight.Rlimi
 	// run shows a check's details only when it warned, and then the rules
 	// that need NCCL's version have read it; --report shows them all.
 	opts.VersionOnDemand = j.s.report == ""
+	opts.Ranks, opts.RanksFrom = cmdRanks(j.command())
 	rep := preflight.Run(ctx, opts)
 	if !j.s.quiet {
 		printTreeWarnings(e.stderr, rep)
