@@ -13,7 +13,7 @@ import (
 // (Facts.Host) is judged without them and names those hosts.
 func (m *Matcher) snapshot(st *state) Diagnosis {
 	ce := st.ce
-	var src *sight
+	var src, titled *sight
 	certain := false
 	local := false
 	var likelyHow string
@@ -24,6 +24,9 @@ func (m *Matcher) snapshot(st *state) Diagnosis {
 		}
 		if src == nil {
 			src = s
+		}
+		if titled == nil && s.p.Title != "" && s.p.entry == ce {
+			titled = s
 		}
 		local = local || s.local
 		if s.p.certainty == Certain || (s.p.certainWith >= 0 && m.markerOn(s.p.certainWith)) ||
@@ -46,7 +49,15 @@ func (m *Matcher) snapshot(st *state) Diagnosis {
 			d.FirstFailure = &pl
 		}
 		// A pattern's own cause/fix apply only to its own entry (not
-		// after a reroute to another entry).
+		// after a reroute to another entry). The catch-all takes them
+		// from its first titled sighting wherever it came: NCCL's plain
+		// WARNs before the line that tells what failed say nothing more.
+		if ce.Generic && titled != nil {
+			src = titled
+			if titled.p.How != "" && !certain {
+				likelyHow = titled.p.How
+			}
+		}
 		if src.p.entry == ce {
 			if src.p.Title != "" {
 				d.Title = src.p.Title
