@@ -125,20 +125,19 @@ func TestExceptionHeader(t *testing.T) {
 
 // TestTorchrunPortInUse: torch 1.13's c10d store that cannot bind its
 // port (a real capture of two torchruns on one --master_port) is
-// port-in-use, from the RuntimeError and also from c10d's own
-// bind/listen log lines when the log ends before the exception.
+// port-in-use from the RuntimeError that ends the agent. c10d's own
+// bind/listen log lines before it are no failure by themselves: torch
+// 1.13's c10d rendezvous lets every agent on the endpoint's host try to
+// host the store, and the ones that lose log them and go on as clients.
 func TestTorchrunPortInUse(t *testing.T) {
 	data, err := os.ReadFile("testdata/torchrun/port-in-use-2.log")
 	require.NoError(t, err)
 	whole := string(data)
+	ds := explainString(t, whole, Facts{})
+	require.NotEmpty(t, ds)
+	assert.Equal(t, "port-in-use", ds[0].ID)
+	assert.Len(t, ds, 1)
 	cut := whole[:strings.Index(whole, "Traceback")]
 	require.Contains(t, cut, "failed to listen on any local network address")
-	for name, log := range map[string]string{"whole": whole, "before the exception": cut} {
-		t.Run(name, func(t *testing.T) {
-			ds := explainString(t, log, Facts{})
-			require.NotEmpty(t, ds)
-			assert.Equal(t, "port-in-use", ds[0].ID)
-			assert.Len(t, ds, 1)
-		})
-	}
+	assert.Empty(t, explainString(t, cut, Facts{}), "the log lines of an agent that lost the race to host the store")
 }
