@@ -227,6 +227,13 @@ type Pattern struct {
 	// fact of this host or markers of a failure it explains. Without
 	// them the pattern's Certainty applies.
 	CertainNeeds []string `json:"certain_needs,omitempty"`
+	// NotAfter names a marker (as Requires does) and NotAfterLines a
+	// number of lines: within that many lines after the marker's line
+	// the pattern does not claim a line (it goes to the next pattern).
+	// torchrun's agent prints "Error waiting on exit barrier" and then
+	// its traceback, whose store timeout is no failure of the job's.
+	NotAfter      string `json:"not_after,omitempty"`
+	NotAfterLines int    `json:"not_after_lines,omitempty"`
 	// Title overrides the entry's title for diagnoses first seen through
 	// this pattern: the headline names whoever failed (Gloo, not NCCL).
 	Title string `json:"title,omitempty"`
@@ -334,10 +341,14 @@ type cpattern struct {
 	after        map[string]bool // entry's After plus the pattern's
 	needs        []needTerm      // Needs resolved (needsHold)
 	certainNeeds []needTerm      // CertainNeeds resolved
-	peerGroup    int             // index of the "peer" group in re, -1 none (or not compiled yet)
-	rankGroups   []int           // indices of the "rank" groups in re: the rank waited for
-	grams        litGrams        // two grams per literal (gram.go)
-	gramsOK      bool            // false: a literal is shorter than a gram
+	notAfter     int             // global index of NotAfter's marker, -1 none
+	// windowed: a marker some NotAfter names; its line is kept each time
+	// it is seen, so it never leaves the gram filter.
+	windowed   bool
+	peerGroup  int      // index of the "peer" group in re, -1 none (or not compiled yet)
+	rankGroups []int    // indices of the "rank" groups in re: the rank waited for
+	grams      litGrams // two grams per literal (gram.go)
+	gramsOK    bool     // false: a literal is shorter than a gram
 }
 
 var (
@@ -535,6 +546,15 @@ func newCatalog(entries []Entry, lazy bool) (*Catalog, error) {
 		}
 		if cp.certainNeeds, err = c.needTerms(cp, cp.CertainNeeds); err != nil {
 			return nil, err
+		}
+		if cp.notAfter, err = c.markerIndex(cp, cp.NotAfter); err != nil {
+			return nil, err
+		}
+		if cp.notAfter >= 0 {
+			if cp.NotAfterLines <= 0 {
+				return nil, fmt.Errorf("%w: entry %q pattern %q: not_after needs not_after_lines > 0", ErrCatalog, cp.entry.ID, cp.Name)
+			}
+			c.pats[cp.notAfter].windowed = true
 		}
 		for _, name := range cp.SuppressedBy {
 			i, err := c.markerIndex(cp, name)

@@ -65,6 +65,8 @@ type Matcher struct {
 	mu      sync.Mutex
 	seq     int
 	markers []bool // by pattern index: marker seen
+	// markerAt is the line number a windowed marker was last seen on.
+	markerAt map[int]int
 	// host and pid are the first NCCL process seen (seeHost); otherHost
 	// says a second host was seen, twoProcs a second process of host.
 	host                string
@@ -198,16 +200,22 @@ func (m *Matcher) feedAll(line []byte, from int, pre []int32) []Diagnosis {
 	markerHit := false
 	for k, pi := range cand {
 		p := m.cat.pats[pi]
-		if p.Marker && !m.markers[pi] && e.matches(k, p, line, m.tails) {
+		if p.Marker && !m.markerDone(int(pi)) && e.matches(k, p, line, m.tails) {
+			if p.windowed {
+				if m.markerAt == nil {
+					m.markerAt = map[int]int{}
+				}
+				m.markerAt[int(pi)] = m.lineNo
+			}
+			markerHit = markerHit || !m.markers[pi]
 			m.markers[pi] = true
-			markerHit = true
 		}
 	}
 	if countHost && m.seeHost(line, e) {
 		markerHit = true
 	}
 	if markerHit && !m.nofilter {
-		m.filter = buildGramFilter(m.cat.pats, func(i int) bool { return !m.cat.pats[i].Marker || !m.markers[i] })
+		m.filter = buildGramFilter(m.cat.pats, func(i int) bool { return !m.cat.pats[i].Marker || !m.markerDone(i) })
 	}
 	var touched *state
 	local := m.isLocal(line, e)
@@ -228,6 +236,11 @@ func (m *Matcher) feedAll(line []byte, from int, pre []int32) []Diagnosis {
 		if p.requires >= 0 && !m.markerOn(p.requires) {
 			pending = append(pending, p)
 			continue
+		}
+		if p.notAfter >= 0 {
+			if at, ok := m.markerAt[p.notAfter]; ok && m.lineNo-at <= p.NotAfterLines {
+				continue
+			}
 		}
 		claim = p
 		break
@@ -432,7 +445,7 @@ func (m *Matcher) seeHost(line []byte, e *memo) bool {
 // them without the lock.
 func (m *Matcher) onlySeenMarkers(cand []int32) bool {
 	for _, pi := range cand {
-		if !m.cat.pats[pi].Marker || !m.markers[pi] {
+		if !m.cat.pats[pi].Marker || !m.markerDone(int(pi)) {
 			return false
 		}
 	}
@@ -517,4 +530,11 @@ func feedLineByLine(m *Matcher, r io.Reader) error {
 			return fmt.Errorf("read log: %w", err)
 		}
 	}
+}
+
+// markerDone reports whether marker i was seen and need not be looked
+// for again: a windowed marker (Pattern.NotAfter) is looked for on every
+// line, since its last line counts.
+func (m *Matcher) markerDone(i int) bool {
+	return m.markers[i] && !m.cat.pats[i].windowed
 }

@@ -342,7 +342,7 @@ var newline = []byte{'\n'}
 // ever). The markers' filter is rebuilt when m's is.
 func (m *Matcher) unseenMarker(line []byte) bool {
 	if m.markerFilterOf != m.filter {
-		m.markerFilter = buildGramFilter(m.cat.pats, func(i int) bool { return m.cat.pats[i].Marker && !m.markers[i] })
+		m.markerFilter = buildGramFilter(m.cat.pats, func(i int) bool { return m.cat.pats[i].Marker && !m.markerDone(i) })
 		m.markerFilterOf = m.filter
 	}
 	return m.markerFilter.mayMatch(line)
