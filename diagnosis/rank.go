@@ -181,6 +181,10 @@ func (m *Matcher) Diagnoses() []Diagnosis {
 			continue
 		case excFirst && ce.KnockOn:
 			d.KnockOnOf = KnockOnException
+		case i > 0 && ce.FoldKnockOn && top.KnockOn && r.seq < rs[0].seq:
+			// A lost peer seen before the consequence ranked first (a
+			// store timeout that followed it) is no knock-on of it: it
+			// stays, as the failure the survivors saw first.
 		case i > 0 && ce.KnockOn && !top.Generic:
 			// A lost peer, a watchdog timeout or an OOM after a specific
 			// failure: say so (the entry's knock_on_note), or its own
