@@ -32,7 +32,7 @@ const blind5Dir = "testdata/blind5"
 const (
 	blind5MinRight        = 29
 	blind5MaxForbidden    = 0
-	blind5MinFirstFailure = 7
+	blind5MinFirstFailure = 11
 	blind5MinProcesses    = 3
 )
 

@@ -234,6 +234,18 @@ type Pattern struct {
 	// its traceback, whose store timeout is no failure of the job's.
 	NotAfter      string `json:"not_after,omitempty"`
 	NotAfterLines int    `json:"not_after_lines,omitempty"`
+	// CommRank marks a marker whose "rank" group is the rank of the NCCL
+	// process that printed the line (NCCL's `comm 0x... rank N nranks M`
+	// INFO): a diagnosis first seen on a line of that process names the
+	// rank in its first failure. Such a marker is looked for on every
+	// line, as a windowed one is.
+	CommRank bool `json:"comm_rank,omitempty"`
+	// HostAddr marks a marker whose "addr" group is an address of the
+	// host that printed the line (NCCL's `Bootstrap : Using eth0:ADDR<0>`,
+	// `OOB eth0:ADDR<0>`): an error that names a peer at that address
+	// (`peer ADDR<port>`) is a knock-on of a failure on that host. Looked
+	// for on every line, as a windowed marker is.
+	HostAddr bool `json:"host_addr,omitempty"`
 	// Title overrides the entry's title for diagnoses first seen through
 	// this pattern: the headline names whoever failed (Gloo, not NCCL).
 	Title string `json:"title,omitempty"`
@@ -549,6 +561,12 @@ func newCatalog(entries []Entry, lazy bool) (*Catalog, error) {
 		}
 		if cp.notAfter, err = c.markerIndex(cp, cp.NotAfter); err != nil {
 			return nil, err
+		}
+		if cp.CommRank || cp.HostAddr {
+			if !cp.Marker {
+				return nil, fmt.Errorf("%w: entry %q pattern %q: comm_rank and host_addr need marker", ErrCatalog, cp.entry.ID, cp.Name)
+			}
+			cp.windowed = true
 		}
 		if cp.notAfter >= 0 {
 			if cp.NotAfterLines <= 0 {

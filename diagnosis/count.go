@@ -59,6 +59,9 @@ type sight struct {
 	// apply to it; place is where it came from.
 	local bool
 	place Place
+	// proc is the NCCL process that printed it (host:pid prefix), the
+	// zero procID for another line.
+	proc procID
 	// hostless: the line showed no host; repeat: it turned out to repeat
 	// another host's NCCL WARN seen later (Matcher.noteRemoteWarn), so it
 	// is that host's failure, counted there, and this sighting no longer
@@ -264,8 +267,12 @@ func (m *Matcher) sighted(st *state, p *cpattern, line []byte, local bool) *stat
 	if place.Host == "" && m.sum.on && m.sum.hostName != "" {
 		place.Host = m.sum.hostName
 	}
+	var proc procID
+	if pl.Start >= 0 && pl.Host != "" && pl.PID != 0 {
+		proc = procID{hashString(pl.Host), int64(pl.PID)}
+	}
 	st.sights = append(st.sights, sight{p: p, seq: m.seq, firstLine: firstLine(p, line, pl), local: local, place: place,
-		hostless: pl.Host == ""})
+		hostless: pl.Host == "", proc: proc})
 	return st
 }
 

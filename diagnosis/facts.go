@@ -46,6 +46,9 @@ func (m *Matcher) snapshot(st *state) Diagnosis {
 		d.FirstLine = src.firstLine
 		if !src.place.empty() {
 			pl := src.place
+			if r, ok := m.commRank[src.proc]; ok && pl.Rank == nil && src.proc.pid != 0 {
+				pl.Rank = &r // NCCL's own comm line named the process's rank
+			}
 			d.FirstFailure = &pl
 		}
 		// A pattern's own cause/fix apply only to its own entry (not

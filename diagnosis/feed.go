@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 
 	"github.com/ncclrun/ncclrun/internal/shown"
@@ -67,6 +68,12 @@ type Matcher struct {
 	markers []bool // by pattern index: marker seen
 	// markerAt is the line number a windowed marker was last seen on.
 	markerAt map[int]int
+	// commRank is the rank each NCCL process named in its first `comm
+	// ... rank N` line (a CommRank marker), at most maxCommRanks.
+	commRank map[procID]int
+	// addrHost is the host each address of a HostAddr marker belongs to,
+	// at most maxCommRanks.
+	addrHost map[string]string
 	// host and pid are the first NCCL process seen (seeHost); otherHost
 	// says a second host was seen, twoProcs a second process of host.
 	host                string
@@ -206,6 +213,12 @@ func (m *Matcher) feedAll(line []byte, from int, pre []int32) []Diagnosis {
 					m.markerAt = map[int]int{}
 				}
 				m.markerAt[int(pi)] = m.lineNo
+			}
+			if p.CommRank {
+				m.noteCommRank(p, line)
+			}
+			if p.HostAddr {
+				m.noteHostAddr(p, line)
 			}
 			markerHit = markerHit || !m.markers[pi]
 			m.markers[pi] = true
@@ -537,4 +550,68 @@ func feedLineByLine(m *Matcher, r io.Reader) error {
 // line, since its last line counts.
 func (m *Matcher) markerDone(i int) bool {
 	return m.markers[i] && !m.cat.pats[i].windowed
+}
+
+// maxCommRanks bounds Matcher.commRank: every rank of a 64k-GPU job.
+const maxCommRanks = 1 << 16
+
+// noteCommRank keeps the rank an NCCL process names in line (p's "rank"
+// group), the first it names: its first communicator is the job's own,
+// a later one (a sub-group) numbers its ranks anew.
+func (m *Matcher) noteCommRank(p *cpattern, line []byte) {
+	pl := ParseLine(line)
+	if pl.Host == "" || pl.PID == 0 {
+		return
+	}
+	id := procID{hashString(pl.Host), int64(pl.PID)}
+	if _, ok := m.commRank[id]; ok || len(m.commRank) >= maxCommRanks {
+		return
+	}
+	p.regexp() // compiled already by the match; waitedFor needs its groups
+	r, _, ok := p.waitedFor(string(line))
+	if !ok {
+		return
+	}
+	if m.commRank == nil {
+		m.commRank = map[procID]int{}
+	}
+	m.commRank[id] = r
+}
+
+// noteHostAddr keeps the host whose NCCL line shows an address of its own
+// (p's "addr" group).
+func (m *Matcher) noteHostAddr(p *cpattern, line []byte) {
+	pl := ParseLine(line)
+	if pl.Host == "" || len(m.addrHost) >= maxCommRanks {
+		return
+	}
+	re := p.regexp()
+	sm := re.FindSubmatch(line)
+	i := re.SubexpIndex("addr")
+	if sm == nil || i < 0 || i >= len(sm) || len(sm[i]) == 0 {
+		return
+	}
+	if m.addrHost == nil {
+		m.addrHost = map[string]string{}
+	}
+	if _, ok := m.addrHost[string(sm[i])]; !ok {
+		m.addrHost[string(sm[i])] = pl.Host
+	}
+}
+
+// peerAddrRe is NCCL's way of naming the remote end of a connection in an
+// error: "from peer 10.1.0.6<56243>", "peer 172.17.0.1<48211>".
+var peerAddrRe = lazyRe(`\bpeer ([0-9A-Fa-f.:]+)<\d+>`)
+
+// peerHostOf is the host whose own NCCL line showed the address line's
+// error names as its peer ("" when none did).
+func (m *Matcher) peerHostOf(line string) string {
+	if len(m.addrHost) == 0 || !strings.Contains(line, "peer ") {
+		return ""
+	}
+	sm := peerAddrRe().FindStringSubmatch(line)
+	if sm == nil {
+		return ""
+	}
+	return m.addrHost[sm[1]]
 }

@@ -200,6 +200,19 @@ func (m *Matcher) Diagnoses() []Diagnosis {
 				d.Cause = note + " " + d.Cause
 			}
 		}
+		if i > 0 && d.KnockOnOf == "" && !ce.Generic {
+			// An error naming its peer by address (an IB completion
+			// "from peer 10.1.0.6<port>") follows a failure on the
+			// host whose own NCCL line showed that address.
+			if h := m.peerHostOf(d.FirstLine); h != "" && (d.FirstFailure == nil || d.FirstFailure.Host != h) {
+				for _, o := range keep {
+					if o.FirstFailure != nil && o.FirstFailure.Host == h {
+						d.KnockOnOf = o.ID
+						break
+					}
+				}
+			}
+		}
 		keep = append(keep, d)
 	}
 	return keep
