@@ -310,6 +310,12 @@ type Catalog struct {
 	// filter holds the grams of every pattern's literals (gram.go): a
 	// line it rejects has no candidate.
 	filter *gramFilter
+	// wide is filter with the windowed markers' literals too (the scan
+	// of a chunk for lines to feed); windowed are their indices, matched
+	// on their own (Matcher.sideLine): a healthy job's comm and
+	// Bootstrap lines never reach the automaton.
+	wide     *gramFilter
+	windowed []int
 	// multiHost and singleHost are the indices of the MultiHost and
 	// SingleHost markers.
 	multiHost, singleHost []int
@@ -357,6 +363,7 @@ type cpattern struct {
 	// windowed: a marker some NotAfter names; its line is kept each time
 	// it is seen, so it never leaves the gram filter.
 	windowed   bool
+	litB       [][]byte // a windowed marker's Literals, for Matcher.sideLine
 	peerGroup  int      // index of the "peer" group in re, -1 none (or not compiled yet)
 	rankGroups []int    // indices of the "rank" groups in re: the rank waited for
 	grams      litGrams // two grams per literal (gram.go)
@@ -610,7 +617,16 @@ func newCatalog(entries []Entry, lazy bool) (*Catalog, error) {
 	for _, cp := range c.pats {
 		cp.grams, cp.gramsOK = gc.patternGrams(&cp.Pattern)
 	}
-	c.filter = buildGramFilter(c.pats, func(int) bool { return true })
+	c.filter = buildGramFilter(c.pats, func(i int) bool { return !c.pats[i].windowed })
+	c.wide = buildGramFilter(c.pats, func(int) bool { return true })
+	for i, cp := range c.pats {
+		if cp.windowed {
+			c.windowed = append(c.windowed, i)
+			for _, l := range cp.Literals {
+				cp.litB = append(cp.litB, []byte(l))
+			}
+		}
+	}
 	return c, nil
 }
 

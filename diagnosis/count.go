@@ -267,10 +267,7 @@ func (m *Matcher) sighted(st *state, p *cpattern, line []byte, local bool) *stat
 	if place.Host == "" && m.sum.on && m.sum.hostName != "" {
 		place.Host = m.sum.hostName
 	}
-	var proc procID
-	if pl.Start >= 0 && pl.Host != "" && pl.PID != 0 {
-		proc = procID{hashString(pl.Host), int64(pl.PID)}
-	}
+	proc := lineProc(line)
 	st.sights = append(st.sights, sight{p: p, seq: m.seq, firstLine: firstLine(p, line, pl), local: local, place: place,
 		hostless: pl.Host == "", proc: proc})
 	return st

@@ -48,6 +48,9 @@ type Matcher struct {
 	// (tests compare both paths).
 	filter   *gramFilter
 	nofilter bool
+	// wide is filter with the windowed markers' literals (Catalog.wide):
+	// the scan of a chunk uses it, feedAll then asks filter.
+	wide *gramFilter
 	// markerFilter is the gram filter of the markers not seen yet, as of
 	// filter markerFilterOf (FeedChunk's unseenMarker).
 	markerFilter, markerFilterOf *gramFilter
@@ -74,6 +77,9 @@ type Matcher struct {
 	// addrHost is the host each address of a HostAddr marker belongs to,
 	// at most maxCommRanks.
 	addrHost map[string]string
+	// addrLines are the HostAddr lines read (host and text hashed), so
+	// that a line fed again costs no expression.
+	addrLines map[uint64]struct{}
 	// host and pid are the first NCCL process seen (seeHost); otherHost
 	// says a second host was seen, twoProcs a second process of host.
 	host                string
@@ -104,6 +110,7 @@ func NewMatcherWith(c *Catalog, f Facts) *Matcher {
 		scan:    newAutomatonScan(c),
 		room:    newRoom(),
 		filter:  c.filter,
+		wide:    c.wide,
 		markers: make([]bool, len(c.pats)),
 		states:  map[string]*state{},
 	}
@@ -147,10 +154,15 @@ func (m *Matcher) feedAll(line []byte, from int, pre []int32) []Diagnosis {
 			from = max(from-skipped, 0)
 		}
 	}
+	if len(m.cat.windowed) > 0 && (m.nofilter || m.wide.mayMatch(line)) {
+		m.sideLine(line)
+	}
 	switch {
 	case m.nofilter:
 		from = 0
-	case from < 0:
+	default:
+		// from, when set, came from the wide filter of a chunk's scan:
+		// the windowed markers were just read, the rest needs filter.
 		h := m.filter.firstHit(line)
 		if h < 0 {
 			return nil
@@ -207,28 +219,18 @@ func (m *Matcher) feedAll(line []byte, from int, pre []int32) []Diagnosis {
 	markerHit := false
 	for k, pi := range cand {
 		p := m.cat.pats[pi]
-		if p.Marker && !m.markerDone(int(pi)) && e.matches(k, p, line, m.tails) {
-			if p.windowed {
-				if m.markerAt == nil {
-					m.markerAt = map[int]int{}
-				}
-				m.markerAt[int(pi)] = m.lineNo
-			}
-			if p.CommRank {
-				m.noteCommRank(p, line)
-			}
-			if p.HostAddr {
-				m.noteHostAddr(p, line)
-			}
-			markerHit = markerHit || !m.markers[pi]
+		if p.Marker && !p.windowed && !m.markers[pi] && e.matches(k, p, line, m.tails) {
 			m.markers[pi] = true
+			markerHit = true
 		}
 	}
 	if countHost && m.seeHost(line, e) {
 		markerHit = true
 	}
 	if markerHit && !m.nofilter {
-		m.filter = buildGramFilter(m.cat.pats, func(i int) bool { return !m.cat.pats[i].Marker || !m.markerDone(i) })
+		live := func(i int) bool { return !m.cat.pats[i].Marker || !m.markerDone(i) }
+		m.filter = buildGramFilter(m.cat.pats, func(i int) bool { return !m.cat.pats[i].windowed && live(i) })
+		m.wide = buildGramFilter(m.cat.pats, live)
 	}
 	var touched *state
 	local := m.isLocal(line, e)
@@ -559,15 +561,16 @@ const maxCommRanks = 1 << 16
 // group), the first it names: its first communicator is the job's own,
 // a later one (a sub-group) numbers its ranks anew.
 func (m *Matcher) noteCommRank(p *cpattern, line []byte) {
-	pl := ParseLine(line)
-	if pl.Host == "" || pl.PID == 0 {
+	id := lineProc(line)
+	if id.pid == 0 {
 		return
 	}
-	id := procID{hashString(pl.Host), int64(pl.PID)}
 	if _, ok := m.commRank[id]; ok || len(m.commRank) >= maxCommRanks {
 		return
 	}
-	p.regexp() // compiled already by the match; waitedFor needs its groups
+	if !p.matches(line, nil) {
+		return
+	}
 	r, _, ok := p.waitedFor(string(line))
 	if !ok {
 		return
@@ -581,8 +584,21 @@ func (m *Matcher) noteCommRank(p *cpattern, line []byte) {
 // noteHostAddr keeps the host whose NCCL line shows an address of its own
 // (p's "addr" group).
 func (m *Matcher) noteHostAddr(p *cpattern, line []byte) {
+	if len(m.addrHost) >= maxCommRanks {
+		return
+	}
+	if r := (*memo)(nil).raw(line); r.ok {
+		k := r.hostHash ^ r.textHash*0x9E3779B97F4A7C15
+		if _, ok := m.addrLines[k]; ok {
+			return // this process's line, read before
+		}
+		if m.addrLines == nil {
+			m.addrLines = map[uint64]struct{}{}
+		}
+		m.addrLines[k] = struct{}{}
+	}
 	pl := ParseLine(line)
-	if pl.Host == "" || len(m.addrHost) >= maxCommRanks {
+	if pl.Host == "" {
 		return
 	}
 	re := p.regexp()
@@ -614,4 +630,51 @@ func (m *Matcher) peerHostOf(line string) string {
 		return ""
 	}
 	return m.addrHost[sm[1]]
+}
+
+// sideLine reads the windowed markers (Pattern.NotAfter's, CommRank,
+// HostAddr) in line: their literals are not in filter, so that the
+// lines that carry them (a process's comm and Bootstrap lines) cost
+// their own expressions only, never the automaton.
+func (m *Matcher) sideLine(line []byte) {
+	for _, pi := range m.cat.windowed {
+		p := m.cat.pats[pi]
+		hit := false
+		for _, l := range p.litB {
+			if bytes.Contains(line, l) {
+				hit = true
+				break
+			}
+		}
+		if !hit {
+			continue
+		}
+		m.mu.Lock()
+		switch {
+		case p.CommRank:
+			m.noteCommRank(p, trimEOL(line)) // a process already read costs no expression
+		case p.HostAddr:
+			m.noteHostAddr(p, trimEOL(line))
+		case p.matches(trimEOL(line), m.tails):
+			if m.markerAt == nil {
+				m.markerAt = map[int]int{}
+			}
+			m.markerAt[pi] = m.lineNo
+			m.markers[pi] = true
+		}
+		m.mu.Unlock()
+	}
+}
+
+// lineProc is the NCCL process (host:pid prefix) that printed line, the
+// zero procID for another line; without allocating for a line that
+// starts with NCCL's prefix.
+func lineProc(line []byte) procID {
+	if r := (*memo)(nil).raw(line); r.ok {
+		return procID{r.hostHash, r.pid}
+	}
+	if pl := ParseLine(line); pl.Start >= 0 && pl.Host != "" && pl.PID != 0 {
+		return procID{hashString(pl.Host), int64(pl.PID)}
+	}
+	return procID{}
 }
