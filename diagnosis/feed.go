@@ -229,8 +229,8 @@ func (m *Matcher) feedAll(line []byte, from int, pre []int32) []Diagnosis {
 	}
 	if markerHit && !m.nofilter {
 		live := func(i int) bool { return !m.cat.pats[i].Marker || !m.markerDone(i) }
-		m.filter = buildGramFilter(m.cat.pats, func(i int) bool { return !m.cat.pats[i].windowed && live(i) })
-		m.wide = buildGramFilter(m.cat.pats, live)
+		m.filter = buildGramFilter(m.cat.pats, live)
+		m.wide = buildGramFilter(m.cat.pats, func(i int) bool { return live(i) || m.cat.pats[i].windowed })
 	}
 	var touched *state
 	local := m.isLocal(line, e)
@@ -547,11 +547,13 @@ func feedLineByLine(m *Matcher, r io.Reader) error {
 	}
 }
 
-// markerDone reports whether marker i was seen and need not be looked
-// for again: a windowed marker (Pattern.NotAfter) is looked for on every
-// line, since its last line counts.
+// markerDone reports whether marker i need not be looked for among a
+// line's candidates: it was seen, or it is windowed (Pattern.NotAfter's,
+// CommRank, HostAddr), which sideLine reads on every line the wide
+// filter passes, so a line that holds only such literals is one the
+// filter rejects.
 func (m *Matcher) markerDone(i int) bool {
-	return m.markers[i] && !m.cat.pats[i].windowed
+	return m.markers[i] || m.cat.pats[i].windowed
 }
 
 // maxCommRanks bounds Matcher.commRank: every rank of a 64k-GPU job.
