@@ -487,3 +487,20 @@ func TestMpirunForwardsAddedVariables(t *testing.T) {
 	require.NotEqual(t, 0, plain.code)
 	assert.Equal(t, plain.code, got.code, "a failing rank: mpirun's status passes through (stderr %q)", got.stderr)
 }
+
+// Promise: under @record, torchrun's failure summary reprints each failing
+// rank's traceback; a two-rank job whose ranks both raise NCCL's error is
+// two processes in the report, whatever the interleaving of the ranks'
+// writes, on every run of the real job.
+func TestTorchrunRecordCountsEachRankOnce(t *testing.T) {
+	tr := torchrun(t)
+	for i := 0; i < 3; i++ {
+		rep := filepath.Join(shared(t), "report.json")
+		got := run(t, clientEnv(t), nil, append([]string{ncclrunBin, "--report", rep, "--"}, torchArgs(tr, "ncclerror.py")...)...)
+		require.NotEqual(t, 0, got.code, "stderr %q", got.stderr)
+		r := readReport(t, rep)
+		require.NotEmpty(t, r.Diagnoses, "run %d: stderr %q", i, got.stderr)
+		assert.Equal(t, "socket-interface", r.Diagnoses[0].ID, "run %d", i)
+		assert.Equal(t, 2, r.Diagnoses[0].Count, "run %d: stderr %q", i, got.stderr)
+	}
+}

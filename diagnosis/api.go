@@ -115,6 +115,12 @@ type Facts struct {
 	// (the inbox nvidia-peermem only, which NCCL 2.19-2.22 do not
 	// detect), GDRModuleNone, or "" (not checked: no GPU or no RDMA device).
 	GDRModule string
+	// IBDisabled: CMD runs with NCCL_IB_DISABLE=1 (its environment, run's
+	// --no-ib or NCCL's configuration file): InfiniBand is not wanted, so
+	// a libibverbs that cannot be loaded says nothing (patterns with
+	// unless "ib-disabled"). It is the job's environment, so unlike the
+	// facts above it holds for the lines of every host.
+	IBDisabled bool
 }
 
 // Values of Facts.GDRModule.

@@ -29,7 +29,7 @@ const (
 	blind4MaxForbidden = 0
 	// blind4MinFirstFailure: rows whose first_failure (host, rank) the
 	// matcher's FirstFailure gives.
-	blind4MinFirstFailure = 12
+	blind4MinFirstFailure = 14
 )
 
 // TestBlind4Score scores the fourth blind suite with the corpus rule and

@@ -58,6 +58,9 @@ const (
 const (
 	// UnlessNoRDMA: ignore the pattern when Facts.Known && Facts.NoRDMA.
 	UnlessNoRDMA = "no-rdma"
+	// UnlessIBDisabled: ignore the pattern when Facts.Known &&
+	// Facts.IBDisabled.
+	UnlessIBDisabled = "ib-disabled"
 )
 
 // Values of Pattern.When: the pattern counts only under these facts (run
@@ -200,7 +203,8 @@ type Pattern struct {
 	// entry's After): the entry ranks after such an id when every active
 	// sighting of it lists that id.
 	After []string `json:"after,omitempty"`
-	// Unless names a fact (UnlessNoRDMA) under which the pattern is ignored.
+	// Unless names a fact (UnlessNoRDMA, UnlessIBDisabled) under which the
+	// pattern is ignored.
 	Unless string `json:"unless,omitempty"`
 	// When names facts (WhenRDMAUsable, WhenPeermemLoaded, WhenNoPeermem)
 	// without which the pattern is ignored.
@@ -218,6 +222,30 @@ type Pattern struct {
 	// which must hold ("socket-interface/multi-node+socket-fallback").
 	// A fact holds only for a line of this host (Facts.Host).
 	Needs []string `json:"needs,omitempty"`
+	// CertainNeeds, in Needs' syntax, are the conditions under which a
+	// sighting of this pattern is certain (any one of them enough): a
+	// fact of this host or markers of a failure it explains. Without
+	// them the pattern's Certainty applies.
+	CertainNeeds []string `json:"certain_needs,omitempty"`
+	// NotAfter names a marker (as Requires does) and NotAfterLines a
+	// number of lines: within that many lines after the marker's line
+	// the pattern does not claim a line (it goes to the next pattern).
+	// torchrun's agent prints "Error waiting on exit barrier" and then
+	// its traceback, whose store timeout is no failure of the job's.
+	NotAfter      string `json:"not_after,omitempty"`
+	NotAfterLines int    `json:"not_after_lines,omitempty"`
+	// CommRank marks a marker whose "rank" group is the rank of the NCCL
+	// process that printed the line (NCCL's `comm 0x... rank N nranks M`
+	// INFO): a diagnosis first seen on a line of that process names the
+	// rank in its first failure. Such a marker is looked for on every
+	// line, as a windowed one is.
+	CommRank bool `json:"comm_rank,omitempty"`
+	// HostAddr marks a marker whose "addr" group is an address of the
+	// host that printed the line (NCCL's `Bootstrap : Using eth0:ADDR<0>`,
+	// `OOB eth0:ADDR<0>`): an error that names a peer at that address
+	// (`peer ADDR<port>`) is a knock-on of a failure on that host. Looked
+	// for on every line, as a windowed marker is.
+	HostAddr bool `json:"host_addr,omitempty"`
 	// Title overrides the entry's title for diagnoses first seen through
 	// this pattern: the headline names whoever failed (Gloo, not NCCL).
 	Title string `json:"title,omitempty"`
@@ -282,6 +310,12 @@ type Catalog struct {
 	// filter holds the grams of every pattern's literals (gram.go): a
 	// line it rejects has no candidate.
 	filter *gramFilter
+	// wide is filter with the windowed markers' literals too (the scan
+	// of a chunk for lines to feed); windowed are their indices, matched
+	// on their own (Matcher.sideLine): a healthy job's comm and
+	// Bootstrap lines never reach the automaton.
+	wide     *gramFilter
+	windowed []int
 	// multiHost and singleHost are the indices of the MultiHost and
 	// SingleHost markers.
 	multiHost, singleHost []int
@@ -324,10 +358,16 @@ type cpattern struct {
 	suppressedBy []int
 	after        map[string]bool // entry's After plus the pattern's
 	needs        []needTerm      // Needs resolved (needsHold)
-	peerGroup    int             // index of the "peer" group in re, -1 none (or not compiled yet)
-	rankGroups   []int           // indices of the "rank" groups in re: the rank waited for
-	grams        litGrams        // two grams per literal (gram.go)
-	gramsOK      bool            // false: a literal is shorter than a gram
+	certainNeeds []needTerm      // CertainNeeds resolved
+	notAfter     int             // global index of NotAfter's marker, -1 none
+	// windowed: a marker some NotAfter names; its line is kept each time
+	// it is seen, so it never leaves the gram filter.
+	windowed   bool
+	litB       [][]byte // a windowed marker's Literals, for Matcher.sideLine
+	peerGroup  int      // index of the "peer" group in re, -1 none (or not compiled yet)
+	rankGroups []int    // indices of the "rank" groups in re: the rank waited for
+	grams      litGrams // two grams per literal (gram.go)
+	gramsOK    bool     // false: a literal is shorter than a gram
 }
 
 var (
@@ -520,8 +560,26 @@ func newCatalog(entries []Entry, lazy bool) (*Catalog, error) {
 		if cp.certainWith, err = c.markerIndex(cp, cp.CertainWith); err != nil {
 			return nil, err
 		}
-		if cp.needs, err = c.needTerms(cp); err != nil {
+		if cp.needs, err = c.needTerms(cp, cp.Needs); err != nil {
 			return nil, err
+		}
+		if cp.certainNeeds, err = c.needTerms(cp, cp.CertainNeeds); err != nil {
+			return nil, err
+		}
+		if cp.notAfter, err = c.markerIndex(cp, cp.NotAfter); err != nil {
+			return nil, err
+		}
+		if cp.CommRank || cp.HostAddr {
+			if !cp.Marker {
+				return nil, fmt.Errorf("%w: entry %q pattern %q: comm_rank and host_addr need marker", ErrCatalog, cp.entry.ID, cp.Name)
+			}
+			cp.windowed = true
+		}
+		if cp.notAfter >= 0 {
+			if cp.NotAfterLines <= 0 {
+				return nil, fmt.Errorf("%w: entry %q pattern %q: not_after needs not_after_lines > 0", ErrCatalog, cp.entry.ID, cp.Name)
+			}
+			c.pats[cp.notAfter].windowed = true
 		}
 		for _, name := range cp.SuppressedBy {
 			i, err := c.markerIndex(cp, name)
@@ -559,7 +617,16 @@ func newCatalog(entries []Entry, lazy bool) (*Catalog, error) {
 	for _, cp := range c.pats {
 		cp.grams, cp.gramsOK = gc.patternGrams(&cp.Pattern)
 	}
-	c.filter = buildGramFilter(c.pats, func(int) bool { return true })
+	c.filter = buildGramFilter(c.pats, func(i int) bool { return !c.pats[i].windowed })
+	c.wide = buildGramFilter(c.pats, func(int) bool { return true })
+	for i, cp := range c.pats {
+		if cp.windowed {
+			c.windowed = append(c.windowed, i)
+			for _, l := range cp.Literals {
+				cp.litB = append(cp.litB, []byte(l))
+			}
+		}
+	}
 	return c, nil
 }
 
@@ -607,7 +674,7 @@ func compilePattern(ce *centry, p Pattern, lazy bool) (*cpattern, error) {
 		}
 		cp.certainty = p.Certainty
 	}
-	if p.Unless != "" && p.Unless != UnlessNoRDMA {
+	if p.Unless != "" && p.Unless != UnlessNoRDMA && p.Unless != UnlessIBDisabled {
 		return nil, fmt.Errorf("%w: %s: unknown unless %q", ErrCatalog, where, p.Unless)
 	}
 	switch p.When {
@@ -744,9 +811,9 @@ type needTerm struct {
 
 // needTerms resolves cp's Needs: each "+"-joined part is a When fact or
 // a marker name (markerIndex).
-func (c *Catalog) needTerms(cp *cpattern) ([]needTerm, error) {
+func (c *Catalog) needTerms(cp *cpattern, needs []string) ([]needTerm, error) {
 	var ts []needTerm
-	for _, n := range cp.Needs {
+	for _, n := range needs {
 		var t needTerm
 		for _, part := range strings.Split(n, "+") {
 			switch part {

@@ -59,6 +59,9 @@ type sight struct {
 	// apply to it; place is where it came from.
 	local bool
 	place Place
+	// proc is the NCCL process that printed it (host:pid prefix), the
+	// zero procID for another line.
+	proc procID
 	// hostless: the line showed no host; repeat: it turned out to repeat
 	// another host's NCCL WARN seen later (Matcher.noteRemoteWarn), so it
 	// is that host's failure, counted there, and this sighting no longer
@@ -140,6 +143,9 @@ const (
 	// text may start (after a collector's own words, e.g. pdsh's "host: ").
 	maxEchoPrefix = 96
 	maxCands      = 16
+	// maxGlue is how many glue points of a line give echo candidates
+	// (echoCands): a line holds the texts of a few ranks at most.
+	maxGlue       = 8
 	maxBlockCands = 64
 	// maxGap is how many lines after the last line of an exception its
 	// continuation may come (a "Last error:" line between them).
@@ -261,8 +267,9 @@ func (m *Matcher) sighted(st *state, p *cpattern, line []byte, local bool) *stat
 	if place.Host == "" && m.sum.on && m.sum.hostName != "" {
 		place.Host = m.sum.hostName
 	}
+	proc := lineProc(line)
 	st.sights = append(st.sights, sight{p: p, seq: m.seq, firstLine: firstLine(p, line, pl), local: local, place: place,
-		hostless: pl.Host == ""})
+		hostless: pl.Host == "", proc: proc})
 	return st
 }
 
@@ -468,13 +475,24 @@ func bareText(b []byte) []byte {
 }
 
 // echoCands appends to dst the hash of text and of its ends from a word
-// boundary in the first maxEchoPrefix bytes (at most maxCands in all):
-// the WARN texts it may echo.
+// boundary in the first maxEchoPrefix bytes (at most maxCands in all),
+// then of its starts up to a glue point (at most maxGlue): the WARN texts
+// it may echo. Two ranks that write to one pipe at once glue one's text
+// to the other's with no newline between (torchrun's workers:
+// "... Connection refusedNCCL error in: ..."); a glue point is a
+// lowercase letter or digit followed by an uppercase letter.
 func echoCands(text []byte, dst []uint64) []uint64 {
 	dst = append(dst, hashBytes(text))
 	for i := 1; i < len(text) && i <= maxEchoPrefix && len(dst) < maxCands; i++ {
 		if text[i-1] == ' ' && text[i] != ' ' {
 			dst = append(dst, hashBytes(text[i:]))
+		}
+	}
+	glue := 0
+	for i := 1; i < len(text) && glue < maxGlue; i++ {
+		if c, d := text[i-1], text[i]; (c >= 'a' && c <= 'z' || c >= '0' && c <= '9') && d >= 'A' && d <= 'Z' {
+			dst = append(dst, hashBytes(text[:i]))
+			glue++
 		}
 	}
 	return dst

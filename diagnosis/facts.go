@@ -13,7 +13,7 @@ import (
 // (Facts.Host) is judged without them and names those hosts.
 func (m *Matcher) snapshot(st *state) Diagnosis {
 	ce := st.ce
-	var src *sight
+	var src, titled *sight
 	certain := false
 	local := false
 	var likelyHow string
@@ -25,8 +25,12 @@ func (m *Matcher) snapshot(st *state) Diagnosis {
 		if src == nil {
 			src = s
 		}
+		if titled == nil && s.p.Title != "" && s.p.entry == ce {
+			titled = s
+		}
 		local = local || s.local
-		if s.p.certainty == Certain || (s.p.certainWith >= 0 && m.markerOn(s.p.certainWith)) {
+		if s.p.certainty == Certain || (s.p.certainWith >= 0 && m.markerOn(s.p.certainWith)) ||
+			m.termsHold(s.p.certainNeeds, s.local) {
 			certain = true
 		} else if likelyHow == "" {
 			likelyHow = s.p.How
@@ -42,10 +46,21 @@ func (m *Matcher) snapshot(st *state) Diagnosis {
 		d.FirstLine = src.firstLine
 		if !src.place.empty() {
 			pl := src.place
+			if r, ok := m.commRank[src.proc]; ok && pl.Rank == nil && src.proc.pid != 0 {
+				pl.Rank = &r // NCCL's own comm line named the process's rank
+			}
 			d.FirstFailure = &pl
 		}
 		// A pattern's own cause/fix apply only to its own entry (not
-		// after a reroute to another entry).
+		// after a reroute to another entry). The catch-all takes them
+		// from its first titled sighting wherever it came: NCCL's plain
+		// WARNs before the line that tells what failed say nothing more.
+		if ce.Generic && titled != nil {
+			src = titled
+			if titled.p.How != "" && !certain {
+				likelyHow = titled.p.How
+			}
+		}
 		if src.p.entry == ce {
 			if src.p.Title != "" {
 				d.Title = src.p.Title
@@ -161,6 +176,11 @@ func (m *Matcher) factsAllow(p *cpattern, local bool) bool {
 	if p.Unless == UnlessNoRDMA && f.Known && f.NoRDMA {
 		return false
 	}
+	// IBDisabled is the job's environment, which run passes to every
+	// rank: it holds for lines of other hosts too.
+	if p.Unless == UnlessIBDisabled && m.facts.Known && m.facts.IBDisabled {
+		return false
+	}
 	return p.When == "" || factHolds(f, p.When)
 }
 
@@ -180,10 +200,16 @@ func factHolds(f Facts, name string) bool {
 // needsHold reports whether one of a benign sighting's Needs holds: its
 // facts (for a line of this host) and its markers.
 func (m *Matcher) needsHold(s sight) bool {
-	for _, t := range s.p.needs {
+	return m.termsHold(s.p.needs, s.local)
+}
+
+// termsHold reports whether one of ts holds: its facts (for a line of
+// this host, local) and its markers.
+func (m *Matcher) termsHold(ts []needTerm, local bool) bool {
+	for _, t := range ts {
 		ok := true
 		for _, f := range t.facts {
-			if !s.local || !factHolds(m.facts, f) {
+			if !local || !factHolds(m.facts, f) {
 				ok = false
 			}
 		}

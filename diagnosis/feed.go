@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 
 	"github.com/ncclrun/ncclrun/internal/shown"
@@ -47,6 +48,9 @@ type Matcher struct {
 	// (tests compare both paths).
 	filter   *gramFilter
 	nofilter bool
+	// wide is filter with the windowed markers' literals (Catalog.wide):
+	// the scan of a chunk uses it, feedAll then asks filter.
+	wide *gramFilter
 	// markerFilter is the gram filter of the markers not seen yet, as of
 	// filter markerFilterOf (FeedChunk's unseenMarker).
 	markerFilter, markerFilterOf *gramFilter
@@ -65,6 +69,17 @@ type Matcher struct {
 	mu      sync.Mutex
 	seq     int
 	markers []bool // by pattern index: marker seen
+	// markerAt is the line number a windowed marker was last seen on.
+	markerAt map[int]int
+	// commRank is the rank each NCCL process named in its first `comm
+	// ... rank N` line (a CommRank marker), at most maxCommRanks.
+	commRank map[procID]int
+	// addrHost is the host each address of a HostAddr marker belongs to,
+	// at most maxCommRanks.
+	addrHost map[string]string
+	// addrLines are the HostAddr lines read (host and text hashed), so
+	// that a line fed again costs no expression.
+	addrLines map[uint64]struct{}
 	// host and pid are the first NCCL process seen (seeHost); otherHost
 	// says a second host was seen, twoProcs a second process of host.
 	host                string
@@ -95,6 +110,7 @@ func NewMatcherWith(c *Catalog, f Facts) *Matcher {
 		scan:    newAutomatonScan(c),
 		room:    newRoom(),
 		filter:  c.filter,
+		wide:    c.wide,
 		markers: make([]bool, len(c.pats)),
 		states:  map[string]*state{},
 	}
@@ -138,10 +154,15 @@ func (m *Matcher) feedAll(line []byte, from int, pre []int32) []Diagnosis {
 			from = max(from-skipped, 0)
 		}
 	}
+	if len(m.cat.windowed) > 0 && (m.nofilter || m.wide.mayMatch(line)) {
+		m.sideLine(line)
+	}
 	switch {
 	case m.nofilter:
 		from = 0
-	case from < 0:
+	default:
+		// from, when set, came from the wide filter of a chunk's scan:
+		// the windowed markers were just read, the rest needs filter.
 		h := m.filter.firstHit(line)
 		if h < 0 {
 			return nil
@@ -198,7 +219,7 @@ func (m *Matcher) feedAll(line []byte, from int, pre []int32) []Diagnosis {
 	markerHit := false
 	for k, pi := range cand {
 		p := m.cat.pats[pi]
-		if p.Marker && !m.markers[pi] && e.matches(k, p, line, m.tails) {
+		if p.Marker && !p.windowed && !m.markers[pi] && e.matches(k, p, line, m.tails) {
 			m.markers[pi] = true
 			markerHit = true
 		}
@@ -207,7 +228,9 @@ func (m *Matcher) feedAll(line []byte, from int, pre []int32) []Diagnosis {
 		markerHit = true
 	}
 	if markerHit && !m.nofilter {
-		m.filter = buildGramFilter(m.cat.pats, func(i int) bool { return !m.cat.pats[i].Marker || !m.markers[i] })
+		live := func(i int) bool { return !m.cat.pats[i].Marker || !m.markerDone(i) }
+		m.filter = buildGramFilter(m.cat.pats, live)
+		m.wide = buildGramFilter(m.cat.pats, func(i int) bool { return live(i) || m.cat.pats[i].windowed })
 	}
 	var touched *state
 	local := m.isLocal(line, e)
@@ -228,6 +251,11 @@ func (m *Matcher) feedAll(line []byte, from int, pre []int32) []Diagnosis {
 		if p.requires >= 0 && !m.markerOn(p.requires) {
 			pending = append(pending, p)
 			continue
+		}
+		if p.notAfter >= 0 {
+			if at, ok := m.markerAt[p.notAfter]; ok && m.lineNo-at <= p.NotAfterLines {
+				continue
+			}
 		}
 		claim = p
 		break
@@ -432,7 +460,7 @@ func (m *Matcher) seeHost(line []byte, e *memo) bool {
 // them without the lock.
 func (m *Matcher) onlySeenMarkers(cand []int32) bool {
 	for _, pi := range cand {
-		if !m.cat.pats[pi].Marker || !m.markers[pi] {
+		if !m.cat.pats[pi].Marker || !m.markerDone(int(pi)) {
 			return false
 		}
 	}
@@ -517,4 +545,138 @@ func feedLineByLine(m *Matcher, r io.Reader) error {
 			return fmt.Errorf("read log: %w", err)
 		}
 	}
+}
+
+// markerDone reports whether marker i need not be looked for among a
+// line's candidates: it was seen, or it is windowed (Pattern.NotAfter's,
+// CommRank, HostAddr), which sideLine reads on every line the wide
+// filter passes, so a line that holds only such literals is one the
+// filter rejects.
+func (m *Matcher) markerDone(i int) bool {
+	return m.markers[i] || m.cat.pats[i].windowed
+}
+
+// maxCommRanks bounds Matcher.commRank: every rank of a 64k-GPU job.
+const maxCommRanks = 1 << 16
+
+// noteCommRank keeps the rank an NCCL process names in line (p's "rank"
+// group), the first it names: its first communicator is the job's own,
+// a later one (a sub-group) numbers its ranks anew.
+func (m *Matcher) noteCommRank(p *cpattern, line []byte) {
+	id := lineProc(line)
+	if id.pid == 0 {
+		return
+	}
+	if _, ok := m.commRank[id]; ok || len(m.commRank) >= maxCommRanks {
+		return
+	}
+	if !p.matches(line, nil) {
+		return
+	}
+	r, _, ok := p.waitedFor(string(line))
+	if !ok {
+		return
+	}
+	if m.commRank == nil {
+		m.commRank = map[procID]int{}
+	}
+	m.commRank[id] = r
+}
+
+// noteHostAddr keeps the host whose NCCL line shows an address of its own
+// (p's "addr" group).
+func (m *Matcher) noteHostAddr(p *cpattern, line []byte) {
+	if len(m.addrHost) >= maxCommRanks {
+		return
+	}
+	if r := (*memo)(nil).raw(line); r.ok {
+		k := r.hostHash ^ r.textHash*0x9E3779B97F4A7C15
+		if _, ok := m.addrLines[k]; ok {
+			return // this process's line, read before
+		}
+		if m.addrLines == nil {
+			m.addrLines = map[uint64]struct{}{}
+		}
+		m.addrLines[k] = struct{}{}
+	}
+	pl := ParseLine(line)
+	if pl.Host == "" {
+		return
+	}
+	re := p.regexp()
+	sm := re.FindSubmatch(line)
+	i := re.SubexpIndex("addr")
+	if sm == nil || i < 0 || i >= len(sm) || len(sm[i]) == 0 {
+		return
+	}
+	if m.addrHost == nil {
+		m.addrHost = map[string]string{}
+	}
+	if _, ok := m.addrHost[string(sm[i])]; !ok {
+		m.addrHost[string(sm[i])] = pl.Host
+	}
+}
+
+// peerAddrRe is NCCL's way of naming the remote end of a connection in an
+// error: "from peer 10.1.0.6<56243>", "peer 172.17.0.1<48211>".
+var peerAddrRe = lazyRe(`\bpeer ([0-9A-Fa-f.:]+)<\d+>`)
+
+// peerHostOf is the host whose own NCCL line showed the address line's
+// error names as its peer ("" when none did).
+func (m *Matcher) peerHostOf(line string) string {
+	if len(m.addrHost) == 0 || !strings.Contains(line, "peer ") {
+		return ""
+	}
+	sm := peerAddrRe().FindStringSubmatch(line)
+	if sm == nil {
+		return ""
+	}
+	return m.addrHost[sm[1]]
+}
+
+// sideLine reads the windowed markers (Pattern.NotAfter's, CommRank,
+// HostAddr) in line: their literals are not in filter, so that the
+// lines that carry them (a process's comm and Bootstrap lines) cost
+// their own expressions only, never the automaton.
+func (m *Matcher) sideLine(line []byte) {
+	for _, pi := range m.cat.windowed {
+		p := m.cat.pats[pi]
+		hit := false
+		for _, l := range p.litB {
+			if bytes.Contains(line, l) {
+				hit = true
+				break
+			}
+		}
+		if !hit {
+			continue
+		}
+		m.mu.Lock()
+		switch {
+		case p.CommRank:
+			m.noteCommRank(p, trimEOL(line)) // a process already read costs no expression
+		case p.HostAddr:
+			m.noteHostAddr(p, trimEOL(line))
+		case p.matches(trimEOL(line), m.tails):
+			if m.markerAt == nil {
+				m.markerAt = map[int]int{}
+			}
+			m.markerAt[pi] = m.lineNo
+			m.markers[pi] = true
+		}
+		m.mu.Unlock()
+	}
+}
+
+// lineProc is the NCCL process (host:pid prefix) that printed line, the
+// zero procID for another line; without allocating for a line that
+// starts with NCCL's prefix.
+func lineProc(line []byte) procID {
+	if r := (*memo)(nil).raw(line); r.ok {
+		return procID{r.hostHash, r.pid}
+	}
+	if pl := ParseLine(line); pl.Start >= 0 && pl.Host != "" && pl.PID != 0 {
+		return procID{hashString(pl.Host), int64(pl.PID)}
+	}
+	return procID{}
 }

@@ -128,7 +128,7 @@ func hitLines(b []byte, filter func() *gramFilter, hit func(before, start, end, 
 }
 
 // currentFilter is m's filter as it is now (hitLines's argument).
-func (m *Matcher) currentFilter() *gramFilter { return m.filter }
+func (m *Matcher) currentFilter() *gramFilter { return m.wide }
 
 // feedScanned feeds j's head line, what scan found in j, then j's cut line.
 func (m *Matcher) feedScanned(j *feedJob) {
@@ -267,7 +267,7 @@ func newFeedPipe(m *Matcher, workers int) *feedPipe {
 	for range jobs {
 		p.free <- nil // allocated on first use: a short input needs one or two
 	}
-	p.filter.Store(m.filter)
+	p.filter.Store(m.wide)
 	return p
 }
 
@@ -308,12 +308,12 @@ func (p *feedPipe) run(r io.Reader) error {
 		// The feeder scans a job no worker has taken yet instead of
 		// waiting: it is never idle while there is a chunk to scan.
 		if j.taken.CompareAndSwap(false, true) {
-			j.scan(p.m.filter, nil) // feedAll runs the automaton on its hits
+			j.scan(p.m.wide, nil) // feedAll runs the automaton on its hits
 		} else {
 			<-j.done
 		}
 		p.m.feedScanned(j)
-		p.filter.Store(p.m.filter)
+		p.filter.Store(p.m.wide)
 		if j.err != nil {
 			err = j.err
 		}
@@ -342,7 +342,7 @@ var newline = []byte{'\n'}
 // ever). The markers' filter is rebuilt when m's is.
 func (m *Matcher) unseenMarker(line []byte) bool {
 	if m.markerFilterOf != m.filter {
-		m.markerFilter = buildGramFilter(m.cat.pats, func(i int) bool { return m.cat.pats[i].Marker && !m.markers[i] })
+		m.markerFilter = buildGramFilter(m.cat.pats, func(i int) bool { return m.cat.pats[i].Marker && !m.markerDone(i) })
 		m.markerFilterOf = m.filter
 	}
 	return m.markerFilter.mayMatch(line)
@@ -389,8 +389,8 @@ func (m *Matcher) FeedChunk(p []byte, shed func(line []byte) bool, found func([]
 		feed(b[start:end], from)
 	})
 	if len(tail) > 0 {
-		if h := m.filter.firstHit(tail); h >= 0 {
-			feed(tail, m.filter.from(h))
+		if h := m.wide.firstHit(tail); h >= 0 {
+			feed(tail, m.wide.from(h))
 		} else {
 			m.lineNo++
 		}

@@ -21,9 +21,9 @@ func feedByWorkers(m *Matcher, b []byte, lag int) {
 	ac.cache = new(scanCache)
 	jobs := [2]*feedJob{newFeedJob(), newFeedJob()}
 	k := 0
-	var filters []*gramFilter // m's filter before each job was fed
+	var filters []*gramFilter // m's wide filter before each job was fed
 	_ = readChunks(bytes.NewReader(b), func() *feedJob { k ^= 1; return jobs[k] }, func(j *feedJob) {
-		filters = append(filters, m.filter)
+		filters = append(filters, m.wide)
 		j.scan(filters[max(len(filters)-1-lag, 0)], &ac)
 		m.feedScanned(j)
 	})

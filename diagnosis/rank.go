@@ -181,6 +181,10 @@ func (m *Matcher) Diagnoses() []Diagnosis {
 			continue
 		case excFirst && ce.KnockOn:
 			d.KnockOnOf = KnockOnException
+		case i > 0 && ce.FoldKnockOn && top.KnockOn && r.seq < rs[0].seq:
+			// A lost peer seen before the consequence ranked first (a
+			// store timeout that followed it) is no knock-on of it: it
+			// stays, as the failure the survivors saw first.
 		case i > 0 && ce.KnockOn && !top.Generic:
 			// A lost peer, a watchdog timeout or an OOM after a specific
 			// failure: say so (the entry's knock_on_note), or its own
@@ -194,6 +198,19 @@ func (m *Matcher) Diagnoses() []Diagnosis {
 			}
 			if note, ok := expand(ce.KnockOnNote, map[string]string{"failure": out[0].ID}); ok && note != "" {
 				d.Cause = note + " " + d.Cause
+			}
+		}
+		if i > 0 && d.KnockOnOf == "" && !ce.Generic {
+			// An error naming its peer by address (an IB completion
+			// "from peer 10.1.0.6<port>") follows a failure on the
+			// host whose own NCCL line showed that address.
+			if h := m.peerHostOf(d.FirstLine); h != "" && (d.FirstFailure == nil || d.FirstFailure.Host != h) {
+				for _, o := range keep {
+					if o.FirstFailure != nil && o.FirstFailure.Host == h {
+						d.KnockOnOf = o.ID
+						break
+					}
+				}
 			}
 		}
 		keep = append(keep, d)

@@ -32,10 +32,14 @@ var sourceMessages = map[string]string{
 		"h100-2:901:901 [0] NCCL INFO transport/nvls.cc:402 -> 1",
 	"nvls-bind": "[2025-09-14 03:12:44] h200-b:3301:3301 [5] transport/nvls.cc:284 NCCL WARN Failed to bind NVLink SHARP (NVLS) Multicast memory of size 1207959552 : CUDA error 1 'invalid argument'.\n" +
 		"This is usually caused by a system or configuration error in the Fabric Manager or NVSwitches.",
-	"mnnvl-unsupported":  "gb200-n1:72:72 [0] mnnvl.cc:69 NCCL WARN MNNVL (cliqueSize 8) is available but not supported on this system. Check the IMEX configuration.",
-	"mnnvl-imex":         "[2025-10-01 12:00:01] gb200-n1:72:72 [0] mnnvl.cc:74 NCCL WARN MNNVL (cliqueSize 72) is available but not working on this system. Check the IMEX channel configuration (/dev/nvidia-caps-imex-channels). Set NCCL_MNNVL_ENABLE=0 to ignore this issue.",
-	"cuda-802":           "torch.AcceleratorError: CUDA error: system not yet initialized",
-	"nvls-file":          "[rank2]: gpu-h100-07:412:500 [2] transport/nvls.cc:60 NCCL WARN Cuda failure 801 'operation not supported'",
+	"mnnvl-unsupported": "gb200-n1:72:72 [0] mnnvl.cc:69 NCCL WARN MNNVL (cliqueSize 8) is available but not supported on this system. Check the IMEX configuration.",
+	"mnnvl-imex":        "[2025-10-01 12:00:01] gb200-n1:72:72 [0] mnnvl.cc:74 NCCL WARN MNNVL (cliqueSize 72) is available but not working on this system. Check the IMEX channel configuration (/dev/nvidia-caps-imex-channels). Set NCCL_MNNVL_ENABLE=0 to ignore this issue.",
+	"cuda-802":          "torch.AcceleratorError: CUDA error: system not yet initialized",
+	"nvls-file":         "[rank2]: gpu-h100-07:412:500 [2] transport/nvls.cc:60 NCCL WARN Cuda failure 801 'operation not supported'",
+	"nvls-any-code":     "[2025-03-02 08:11:41] h100-a:3312:3390 [5] transport/nvls.cc:161 NCCL WARN Cuda failure 401 'the operation cannot be performed in the present state'",
+	"socket-virtual-if": "worker-b:2307485:2308122 [0] NCCL INFO NET/Socket : Using [0]enp6s0:192.168.20.32<0> [1]br-0e9f55a3c1d7:172.17.0.1<0> [2]veth91c03ab:fe80::b8d5:61ff:fe0a:4e1b%veth91c03ab<0>\n" +
+		"worker-b:2307485:2308122 [0] NCCL INFO comm 0x5581 rank 2 nRanks 4 nNodes 2 localRanks 2 localRank 0 MNNVL 0",
+	"shm-nameless":       "c4-gpu-019:5100:5188 [2] misc/shmutils.cc:128 NCCL WARN Error while attaching to shared memory segment /dev/shm/nccl- (size 0), error: No such file or directory (2)",
 	"ib-forced-missing":  "[rank3]: gpu-7:812:812 [3] net.cc:579 NCCL WARN Error: network IB not found.",
 	"cqe-error":          "gpu-3:4410:4502 [2] transport/net_ib/p2p_resiliency.cc:47 NCCL WARN NET/IB: Fatal error. Detected 2 failed devices out of 4 devices on the send communicator (comm=0x7f3a2c0d1e00). No support for more than a single failed device.",
 	"host-alloc":         "node-4:310:310 [1] include/alloc.h:159 NCCL WARN Failed to CUDA host alloc 1048576 bytes",

@@ -24,6 +24,7 @@ func TestTorchrunSummary(t *testing.T) {
 		{"record-generic-2.log", "nccl-error", 2, 8, []string{}},
 		{"record-generic-4.log", "nccl-error", 4, 16, []string{}},
 		{"record-lasterror-2.log", "socket-interface", 2, 4, []string{}},
+		{"record-lasterror-2-glued.log", "socket-interface", 2, 4, []string{}},
 		{"record-warn-2.log", "socket-interface", 2, 6, []string{"vm"}},
 		{"record-warn-4.log", "socket-interface", 4, 12, []string{"vm"}},
 		{"norecord-generic-2.log", "nccl-error", 2, 4, []string{}},
@@ -120,4 +121,23 @@ func TestExceptionHeader(t *testing.T) {
 	} {
 		assert.Equal(t, want, isExceptionHeader([]byte(s)), s)
 	}
+}
+
+// TestTorchrunPortInUse: torch 1.13's c10d store that cannot bind its
+// port (a real capture of two torchruns on one --master_port) is
+// port-in-use from the RuntimeError that ends the agent. c10d's own
+// bind/listen log lines before it are no failure by themselves: torch
+// 1.13's c10d rendezvous lets every agent on the endpoint's host try to
+// host the store, and the ones that lose log them and go on as clients.
+func TestTorchrunPortInUse(t *testing.T) {
+	data, err := os.ReadFile("testdata/torchrun/port-in-use-2.log")
+	require.NoError(t, err)
+	whole := string(data)
+	ds := explainString(t, whole, Facts{})
+	require.NotEmpty(t, ds)
+	assert.Equal(t, "port-in-use", ds[0].ID)
+	assert.Len(t, ds, 1)
+	cut := whole[:strings.Index(whole, "Traceback")]
+	require.Contains(t, cut, "failed to listen on any local network address")
+	assert.Empty(t, explainString(t, cut, Facts{}), "the log lines of an agent that lost the race to host the store")
 }

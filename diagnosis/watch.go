@@ -25,6 +25,9 @@ type Watch struct {
 	m       *Matcher
 	written map[string]bool
 	hang    *HangScan // ScanHangs; nil: not looked for
+	// said are the diagnoses written, as written, in order: what was
+	// said while the command ran is never dropped from Result.
+	said []Diagnosis
 }
 
 // NewWatch is a Watch that matches with facts and writes to w. found, when
@@ -62,6 +65,9 @@ func (w *Watch) write(ds []Diagnosis) {
 		if DefaultCatalog().HeldBack(d.ID) {
 			continue // left to the end, and only if nothing specific follows
 		}
+		if !w.written[d.ID] {
+			w.said = append(w.said, d)
+		}
 		w.written[d.ID] = true
 		_, _ = w.w.Write(Message(d))
 		if w.found != nil {
@@ -74,12 +80,25 @@ func (w *Watch) write(ds []Diagnosis) {
 
 // Result is what the Watch found so far: the diagnoses (Matcher.Diagnoses),
 // the first failure, and the ids of those written while it was fed; the
-// others are the caller's to write.
+// others are the caller's to write. A diagnosis written while the command
+// ran that the matcher no longer lists (a lost peer folded into a cause
+// seen after it) stays in ds, after the others, as it was written: the
+// report, the exit summary and the termination message never drop what
+// the user was told.
 func (w *Watch) Result() (ds []Diagnosis, first *Failure, written map[string]bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.m != nil {
 		ds, first = w.m.Diagnoses(), w.m.FirstFailure()
+	}
+	for _, d := range w.said {
+		listed := false
+		for _, o := range ds {
+			listed = listed || o.ID == d.ID
+		}
+		if !listed {
+			ds = append(ds, d)
+		}
 	}
 	written = make(map[string]bool, len(w.written))
 	for id := range w.written {

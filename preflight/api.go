@@ -175,6 +175,12 @@ type Options struct {
 	// only when it was read. For a caller that shows the details only of
 	// a check that warned.
 	VersionOnDemand bool
+	// Ranks is how many ranks CMD starts, as its own arguments say
+	// (torchrun's --nproc-per-node, mpirun's -np), and RanksFrom the
+	// argument that says so ("--nproc-per-node=8"); 0 means CMD's
+	// arguments do not say (doctor has no CMD). cmd/ncclrun reads them.
+	Ranks     int
+	RanksFrom string
 }
 
 // DefaultMinMemlock is the default of --min-memlock; docs/preflight.md says why.

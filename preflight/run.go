@@ -125,7 +125,7 @@ func run(ctx context.Context, s sysRoot, opts Options, treeEnvOK bool) Report {
 		}},
 		{IDNetwork, func() Result { l := netIfs(); return checkNetwork(l.ifs, l.err, merged) }},
 		{IDEnvSanity, func() Result {
-			r, v := checkSanity(s, sanityInput{env: merged, kind: kind, uid: rep.Command.UID, gpus: gpus.count()}, version, onDemand)
+			r, v := checkSanity(s, sanityInput{env: merged, kind: kind, uid: rep.Command.UID, gpus: gpus.count(), ranks: opts.Ranks, ranksFrom: opts.RanksFrom}, version, onDemand)
 			rep.Facts.NCCLVersion = v
 			return r
 		}},

@@ -160,6 +160,10 @@ type sanityInput struct {
 	kind Platform
 	uid  int // CMD's uid
 	gpus int
+	// ranks and ranksFrom: how many ranks CMD starts as its arguments
+	// say (Options.Ranks), 0 unknown.
+	ranks     int
+	ranksFrom string
 }
 
 // versionUnknown is what the env-sanity check assumes when NCCL's version
@@ -276,8 +280,12 @@ func parseLimitLine(b []byte, name string) (Rlimit, bool) {
 }
 
 // severalRanks says whether more than one rank may write NCCL_DEBUG_FILE on
-// this node: several GPUs, or a launcher's world or local size over 1.
+// this node: several GPUs, CMD that starts several ranks (torchrun
+// --nproc-per-node, mpirun -np), or a launcher's world or local size over 1.
 func severalRanks(in sanityInput) (bool, string) {
+	if in.ranks > 1 {
+		return true, "CMD starts several ranks: " + in.ranksFrom
+	}
 	if in.gpus > 1 {
 		return true, fmt.Sprintf("%d GPUs", in.gpus)
 	}

@@ -2,8 +2,10 @@ package main
 
 import (
 	"os"
+	"strings"
 
 	"github.com/ncclrun/ncclrun/diagnosis"
+	"github.com/ncclrun/ncclrun/internal/environ"
 	"github.com/ncclrun/ncclrun/preflight"
 )
 
@@ -61,4 +63,14 @@ func gdrModule(g preflight.GPUDirectFacts) string {
 		return diagnosis.GDRModuleNvidiaPeermem
 	}
 	return diagnosis.GDRModuleNone
+}
+
+// ibDisabled reports whether CMD runs with NCCL_IB_DISABLE=1: from its
+// environment, else from run's --no-ib (noIB: run adds it), else from
+// NCCL's configuration file, in the order NCCL itself lets them win.
+func ibDisabled(env []string, conf map[string]string, noIB bool) bool {
+	if v, ok := environ.Lookup(env, "NCCL_IB_DISABLE"); ok {
+		return strings.TrimSpace(v) == "1"
+	}
+	return noIB || strings.TrimSpace(conf["NCCL_IB_DISABLE"]) == "1"
 }

@@ -108,3 +108,28 @@ func TestFactsSlurmSource(t *testing.T) {
 		})
 	}
 }
+
+// TestIBDisabledFact: NCCL_IB_DISABLE=1 in CMD's environment, run's
+// --no-ib or NCCL's configuration file turns IB off for the matcher; the
+// environment wins over the file, as in NCCL.
+func TestIBDisabledFact(t *testing.T) {
+	tests := []struct {
+		name    string
+		environ []string
+		conf    map[string]string
+		noIB    bool
+		want    bool
+	}{
+		{"nothing", nil, nil, false, false},
+		{"environment", []string{"NCCL_IB_DISABLE=1"}, nil, false, true},
+		{"environment 0", []string{"NCCL_IB_DISABLE=0"}, nil, false, false},
+		{"--no-ib", nil, nil, true, true},
+		{"configuration file", nil, map[string]string{"NCCL_IB_DISABLE": "1"}, false, true},
+		{"environment wins over the file", []string{"NCCL_IB_DISABLE=0"}, map[string]string{"NCCL_IB_DISABLE": "1"}, false, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, ibDisabled(tt.environ, tt.conf, tt.noIB))
+		})
+	}
+}

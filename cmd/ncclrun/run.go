@@ -193,6 +193,7 @@ func runPreflight(ctx context.Context, e *env, j runJob, before *preflight.Rlimi
 	// run shows a check's details only when it warned, and then the rules
 	// that need NCCL's version have read it; --report shows them all.
 	opts.VersionOnDemand = j.s.report == ""
+	opts.Ranks, opts.RanksFrom = j.command(e.environ).Ranks()
 	rep := preflight.Run(ctx, opts)
 	if !j.s.quiet {
 		printTreeWarnings(e.stderr, rep)
@@ -307,7 +308,9 @@ type watch struct {
 
 func newWatch(e *env, rep preflight.Report, s settings, h *hangRun) *watch {
 	w := &watch{ff: newFailRun(s.ff), hang: h}
-	w.Watch = diagnosis.NewWatch(facts(rep, s.minMemlockOrDefault()), e.stderr, func(d diagnosis.Diagnosis) string {
+	f := facts(rep, s.minMemlockOrDefault())
+	f.IBDisabled = ibDisabled(e.environ, rep.NCCLConf, s.noIB && s.ncclIB)
+	w.Watch = diagnosis.NewWatch(f, e.stderr, func(d diagnosis.Diagnosis) string {
 		if w.hang != nil {
 			w.hang.found(d)
 		}

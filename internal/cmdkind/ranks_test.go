@@ -1,0 +1,39 @@
+package cmdkind
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+)
+
+func TestRanks(t *testing.T) {
+	tests := []struct {
+		cmd  string
+		n    int
+		from string
+	}{
+		{"torchrun --nproc-per-node 8 train.py", 8, "--nproc-per-node 8"},
+		{"torchrun --nnodes 2 --nproc_per_node=4 train.py", 4, "--nproc_per_node=4"},
+		{"/usr/bin/torchrun --standalone --nproc_per_node 2 train.py", 2, "--nproc_per_node 2"},
+		{"python3 -m torch.distributed.run --nproc-per-node 2 train.py", 2, "--nproc-per-node 2"},
+		{"torchrun --nproc-per-node gpu train.py", 0, ""},
+		{"torchrun --nproc-per-node 1 train.py", 1, "--nproc-per-node 1"},
+		{"torchrun train.py --nproc-per-node 8", 0, ""}, // the script's own argument
+		{"mpirun -np 4 --bind-to none python train.py", 4, "-np 4"},
+		{"mpirun.openmpi --oversubscribe -n 2 ./all_reduce_perf -g 1", 2, "-n 2"},
+		{"mpiexec --np=16 ./a.out", 16, "--np=16"},
+		{"mpirun -x NCCL_DEBUG ./a.out -np 3", 0, ""},
+		{"python train.py --nproc-per-node 8", 0, ""},
+		{"srun -n 8 python train.py", 0, ""},
+		{"torchrun --nproc-per-node", 0, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.cmd, func(t *testing.T) {
+			f := strings.Fields(tt.cmd)
+			n, from := Command{Path: f[0], Args: f[1:]}.Ranks()
+			assert.Equal(t, tt.n, n)
+			assert.Equal(t, tt.from, from)
+		})
+	}
+}
