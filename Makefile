@@ -31,7 +31,7 @@ vet:
 # Under -race the diagnosis sweeps (every pattern against every testdata
 # line) take every 8th log line; the second run checks every line.
 unit:
-	CGO_ENABLED=1 $(GO) test -race -count=1 ./...
+	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 25m ./...
 	$(GO) test -count=1 ./diagnosis/
 
 cross:

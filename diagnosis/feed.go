@@ -136,23 +136,19 @@ func (m *Matcher) Feed(line []byte) *Diagnosis {
 // most lines).
 func (m *Matcher) FeedAll(line []byte) []Diagnosis { return m.feedAll(line, -1, nil) }
 
-// feedAll is FeedAll; from >= 0 says that a filter of m's (or one with
-// more literals) hit a window of line already (hitLines), and where in the
-// line the literals it may hold start (gramFilter.from), so that the
-// filter is not run again and the automaton reads the line from there;
-// pre, when not nil, is what the automaton found from there already
+// feedAll is FeedAll. Its second argument, where a chunk's scan found the
+// line's first literal, is not used: that scan ran the wide filter (the
+// windowed markers' literals too), so the line meets filter again here.
+// pre, when not nil, is what the automaton found in the line already
 // (feedJob.scan, on another goroutine), which is not looked for again.
 // Running on without the filter gives FeedAll's result whether the filter
 // would pass the line or not: it only decides whether, and from where,
 // the automaton may find a literal that can change the result.
-func (m *Matcher) feedAll(line []byte, from int, pre []int32) []Diagnosis {
+func (m *Matcher) feedAll(line []byte, _ int, pre []int32) []Diagnosis {
 	m.lineNo++
+	var from int // where the automaton starts reading line
 	if len(line) > MaxLine {
-		var skipped int
-		line, skipped = shownPart(line)
-		if from > 0 {
-			from = max(from-skipped, 0)
-		}
+		line, _ = shownPart(line)
 	}
 	if len(m.cat.windowed) > 0 && (m.nofilter || m.wide.mayMatch(line)) {
 		m.sideLine(line)
@@ -161,8 +157,9 @@ func (m *Matcher) feedAll(line []byte, from int, pre []int32) []Diagnosis {
 	case m.nofilter:
 		from = 0
 	default:
-		// from, when set, came from the wide filter of a chunk's scan:
-		// the windowed markers were just read, the rest needs filter.
+		// A chunk's scan passed the line through the wide filter, whose
+		// windowed markers were just read: the rest needs filter, from
+		// its own first hit.
 		h := m.filter.firstHit(line)
 		if h < 0 {
 			return nil

@@ -57,9 +57,7 @@ func mergeViews(views []HangView) *job {
 		if j.warn == "" {
 			j.warn = v.Warn
 		}
-		for _, sp := range v.Ranks {
-			j.spans = append(j.spans, sp)
-		}
+		j.spans = append(j.spans, v.Ranks...)
 		for r, h := range v.Hosts {
 			if n, err := strconv.Atoi(r); err == nil && h != "" {
 				j.hosts[n] = h
