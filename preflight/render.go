@@ -41,7 +41,7 @@ func (r Report) WriteTable(w io.Writer) error {
 	pad := strings.Repeat(" ", indent)
 	width := max(40, tableWidth-indent)
 	row := func(id, status, text string) {
-		for i, l := range wrap(text, width) {
+		for i, l := range advice.Wrap(text, width) {
 			if i == 0 {
 				fmt.Fprintf(&b, "%-*s  %-*s  %s\n", idw, id, stw, status, l)
 			} else {
@@ -66,7 +66,7 @@ func (r Report) WriteTable(w io.Writer) error {
 			if i > 0 {
 				lead, more = "", "   "
 			}
-			for j, l := range wrap(alt, width-len(more)) {
+			for j, l := range advice.Wrap(alt, width-len(more)) {
 				if j == 0 {
 					b.WriteString(pad + lead + l + "\n")
 				} else {
@@ -100,25 +100,6 @@ func (r Report) WriteChecks(w io.Writer, want ...Status) error {
 	}
 	_, err := w.Write(b.Bytes())
 	return err
-}
-
-// wrap breaks text into lines of at most width bytes at spaces (a longer
-// word stays whole on its own line).
-func wrap(text string, width int) []string {
-	var lines []string
-	line := ""
-	for _, word := range strings.Fields(text) {
-		switch {
-		case line == "":
-			line = word
-		case len(line)+1+len(word) <= width:
-			line += " " + word
-		default:
-			lines = append(lines, line)
-			line = word
-		}
-	}
-	return append(lines, line)
 }
 
 // oneLine keeps a table cell on one line.
