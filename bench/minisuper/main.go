@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command minisuper is the start-up reference of scripts/bench.sh: the
 // least a Go supervisor in front of a command does. It catches the
 // signals ncclrun forwards, and SIGCHLD, in one signal.Notify before the
