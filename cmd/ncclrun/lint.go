@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 
 	"github.com/urfave/cli/v2"
 
@@ -40,6 +41,9 @@ func cmdLint(c *cli.Context, e *env) error {
 			return usagef("lint needs a FILE, DIR or -: stdin is not a pipe or a file")
 		}
 		paths = []string{"-"}
+	}
+	if i := slices.Index(paths, "-"); i >= 0 && slices.Contains(paths[i+1:], "-") {
+		return usagef("lint: - (stdin) given twice")
 	}
 	rep := lint.Paths(paths, e.stdin)
 	var err error

@@ -81,6 +81,14 @@ func TestLintStdin(t *testing.T) {
 	}
 }
 
+// TestLintStdinTwice: stdin is one input; naming it twice is a usage
+// error, as explain's is, not a second read of an emptied pipe.
+func TestLintStdinTwice(t *testing.T) {
+	r := invocation{args: []string{"lint", "-", "-"}, stdin: "apiVersion: v1\nkind: Pod\n"}.run(t)
+	assert.Equal(t, ExitUsage, r.code, r.stderr)
+	assert.Contains(t, r.stderr, "given twice")
+}
+
 // TestLintExamplesDir is `ncclrun lint examples/` as the docs show it.
 func TestLintExamplesDir(t *testing.T) {
 	r := ncclrun(t, "lint", "../../examples/")
