@@ -177,6 +177,25 @@ func (a *ahoCorasick) scan(b []byte, stamp []uint32, gen uint32, dst []int32) []
 	return dst
 }
 
+// has reports whether b holds one of the literals: scan's answer for a
+// single owner, ending at the first one found.
+func (a *ahoCorasick) has(b []byte) bool {
+	v := int32(0)
+	delta, class := a.delta, &a.class
+	for i, c := range b {
+		v = delta[v>>1+int32(class[c])]
+		if v&1 == 0 {
+			continue
+		}
+		for _, k := range a.out[v>>1/int32(a.nclass)] {
+			if l, start := a.lits[k], i+1-acLen; len(l) <= acLen || (len(b)-start >= len(l) && string(b[start:start+len(l)]) == l) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // automatonScan runs a catalog's automaton over lines with scratch of its
 // own: one per goroutine that scans (a Matcher's feeding goroutine,
 // FeedReader's workers). With a cache, it remembers what it found in

@@ -9,6 +9,7 @@ package diagnosis
 
 import (
 	"bytes"
+	"encoding/binary"
 	"regexp"
 	"strconv"
 	"strings"
@@ -148,8 +149,7 @@ type HangScan struct {
 	waited  map[int]bool // ranks that reported waiting: their lines are not kept
 	hosts   map[int]string
 	sum     sumEntry
-	partial []byte  // Write's unfinished line
-	hits    []int32 // FeedChunk's scratch
+	partial []byte // Write's unfinished line
 	// seenWorld is the largest communicator NCCL's lines showed.
 	seenWorld int
 }
@@ -195,11 +195,28 @@ var hangAutomaton = sync.OnceValue(func() *ahoCorasick {
 	return newAhoCorasick(lits, owners)
 })
 
+// hangFilter is a gram filter (gram.go) of hangLits: for each literal the
+// two grams that end it, so that wherever it starts in a line one of
+// them stands at an even offset; the last ones, since a literal's start
+// ("NCCL", " ") is what every NCCL line holds.
+var hangFilter = sync.OnceValue(func() *gramFilter {
+	f := new(gramFilter)
+	for _, l := range hangLits {
+		k := len(l) - gramLen - 1 // len(l) > gramLen for every literal
+		f.add(binary.LittleEndian.Uint32(l[k:]))
+		f.add(binary.LittleEndian.Uint32(l[k+1:]))
+	}
+	return f
+})
+
 // FeedChunk reads a chunk of whole lines (a last line without "\n" is
 // read as a line).
 func (s *HangScan) FeedChunk(p []byte) {
-	var stamp [1]uint32
-	full := len(hangAutomaton().scan(p, stamp[:], 1, s.hits[:0])) > 0
+	// A line meets a gram filter of hangLits first (most lines of a
+	// healthy job pass none of its probes), then the automaton, which
+	// ends at its first literal; a line without one costs a look at its
+	// first bytes only.
+	ac, f := hangAutomaton(), hangFilter()
 	for len(p) > 0 {
 		i := bytes.IndexByte(p, '\n')
 		var line []byte
@@ -208,7 +225,7 @@ func (s *HangScan) FeedChunk(p []byte) {
 		} else {
 			line, p = p[:i], p[i+1:]
 		}
-		s.feed(line, full)
+		s.feed(line, f.mayMatch(line) && ac.has(line))
 	}
 }
 

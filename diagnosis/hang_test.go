@@ -1,6 +1,7 @@
 package diagnosis
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -315,4 +316,36 @@ func FuzzHangScan(f *testing.F) {
 		}
 		_ = HangText(h)
 	})
+}
+
+// The hang automaton's has is a search for each of hangLits.
+func TestHangAutomatonHas(t *testing.T) {
+	ac := hangAutomaton()
+	lines := []string{
+		"", "x", "NCCL INFO Channel 00/02 :    0   1", "node1:12:12 [0] NCCL INFO comm 0x1 rank 0 nranks 2 cudaDev 0 - Init COMPLETE",
+		"[E ProcessGroupNCCL.cpp:737] [Rank 1] Watchdog caught collective operation timeout", "Watchdog caugh", "======", "=====",
+		"RuntimeError: [../third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:81] Timed out waiting 5000ms for recv",
+	}
+	for _, l := range lines {
+		want := false
+		for _, lit := range hangLits {
+			want = want || bytes.Contains([]byte(l), lit)
+		}
+		assert.Equal(t, want, ac.has([]byte(l)), "%q", l)
+	}
+}
+
+// The gram filter in front of the automaton never rejects a line that
+// holds one of hangLits, wherever in the line it starts.
+func TestHangFilterKeepsEveryLiteral(t *testing.T) {
+	f := hangFilter()
+	for _, lit := range hangLits {
+		require.Greater(t, len(lit), gramLen, "%q has no two grams", lit)
+		for pad := 0; pad < 4; pad++ {
+			line := append(bytes.Repeat([]byte("x"), pad), lit...)
+			line = append(line, " tail"...)
+			assert.True(t, f.mayMatch(line), "%q at offset %d", lit, pad)
+		}
+	}
+	assert.False(t, f.mayMatch([]byte("gpu-node-00:31002:31099 [2] NCCL INFO Channel 14/0 : 2[2] -> 3[3] via P2P/CUMEM/read")))
 }
