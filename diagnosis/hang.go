@@ -174,13 +174,14 @@ func NewHangScan(node string, world, perNode int) *HangScan {
 	}
 }
 
-// hangLits are the literals of the lines the scan parses; a chunk holding
-// none of them only feeds the rings of last lines.
+// hangLits are the literals of the lines the scan parses; a line holding
+// none of them only feeds the rings of last lines (and the first NCCL
+// WARN, kept for the text, is looked for on its own).
 var hangLits = [][]byte{
 	[]byte("Watchdog caught"), []byte("NCCL work"), []byte("watchdog at work"),
 	[]byte("dump signal"), []byte("Timed out waiting"), []byte("lagging ranks"),
 	[]byte("monitoredBarrier"), []byte(summaryHost), []byte("rank      : "),
-	[]byte("NCCL WARN"), []byte("Connection closed by peer"), []byte("-------"),
+	[]byte("Connection closed by peer"), []byte("pair closure"), []byte("-------"),
 	[]byte("======"), []byte("Connection reset by peer"), []byte(" nranks "),
 	[]byte("srun: error: "), []byte("WORLD_SIZE="), []byte("torchrun "), []byte("torch.distributed.run "),
 }
@@ -443,6 +444,9 @@ func (s *HangScan) feed(line []byte, full bool) {
 			r.add(t.body)
 		}
 	}
+	if s.view.Warn == "" && bytes.Contains(t.body, []byte("NCCL WARN")) && !ownLine(line) {
+		s.view.Warn = keptLine(t.body) // the first WARN; a WARN line says nothing else here
+	}
 	if !full || ownLine(line) {
 		return // ncclrun's own lines (an inner ncclrun's) quote, they do not report
 	}
@@ -467,9 +471,6 @@ func (s *HangScan) feed(line []byte, full bool) {
 		if n, err := strconv.Atoi(string(m[1])); err == nil && n > s.seenWorld && n < 1<<24 {
 			s.seenWorld = n
 		}
-	}
-	if s.view.Warn == "" && bytes.Contains(body, []byte("NCCL WARN")) {
-		s.view.Warn = keptLine(body)
 	}
 	if s.view.Capped && !bytes.Contains(body, []byte("dump signal")) && !bytes.Contains(body, []byte("lagging")) && !bytes.Contains(body, []byte("monitoredBarrier")) {
 		return // past the records kept, only the lines that name a stalled rank count
