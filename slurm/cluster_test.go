@@ -126,7 +126,7 @@ func newCluster(t *testing.T, cfg config) *cluster {
 	for _, tool := range []string{"setpriv", "munged", "slurmctld", "slurmd", "srun", "sbatch", "scancel", "scontrol", "ip", "nsenter", "unshare", "prlimit", "hostname"} {
 		testutil.RequireTool(t, tool)
 	}
-	removeStale(t)
+	testutil.RemoveStaleNetns(t, nsPrefix)
 	seq.Lock()
 	seq.n++
 	n := seq.n
@@ -288,54 +288,7 @@ func (c *cluster) daemon(i int, name, ready, script string) {
 // the slurmds, slurmstepd and the tasks) by pid and deletes the
 // namespaces; the veth pairs and the bridge go with them.
 func (c *cluster) remove() {
-	out, _ := exec.Command("ip", "netns", "list").Output()
-	for _, ns := range netnsNames(out) {
-		if ns == c.name+"-sw" || strings.HasPrefix(ns, c.name+"-") {
-			deleteNetns(ns)
-		}
-	}
-}
-
-// removeStale deletes the namespaces of earlier runs whose process is gone.
-func removeStale(t *testing.T) {
-	out, err := exec.Command("ip", "netns", "list").Output()
-	if err != nil {
-		return
-	}
-	for _, ns := range netnsNames(out) {
-		rest, ok := strings.CutPrefix(ns, nsPrefix)
-		if !ok {
-			continue
-		}
-		pid, _, _ := strings.Cut(rest, "-")
-		if _, err := strconv.Atoi(pid); err != nil {
-			continue
-		}
-		if _, err := os.Stat("/proc/" + pid); err != nil {
-			t.Logf("removing %s, left by process %s", ns, pid)
-			deleteNetns(ns)
-		}
-	}
-}
-
-func netnsNames(out []byte) []string {
-	var names []string
-	for _, l := range strings.Split(string(out), "\n") {
-		if f := strings.Fields(l); len(f) > 0 {
-			names = append(names, f[0])
-		}
-	}
-	return names
-}
-
-func deleteNetns(ns string) {
-	out, _ := exec.Command("ip", "netns", "pids", ns).Output()
-	for _, f := range strings.Fields(string(out)) {
-		if pid, err := strconv.Atoi(f); err == nil {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-		}
-	}
-	_ = exec.Command("ip", "netns", "del", ns).Run()
+	testutil.RemoveNetns(func(ns string) bool { return strings.HasPrefix(ns, c.name+"-") }) // the switch, c.name-sw, too
 }
 
 func (c *cluster) dumpLogs() {
