@@ -1,7 +1,6 @@
 package diagnosis
 
 import (
-	"bytes"
 	"slices"
 )
 
@@ -197,14 +196,11 @@ func (a *ahoCorasick) has(b []byte) bool {
 }
 
 // automatonScan runs a catalog's automaton over lines with scratch of its
-// own: one per goroutine that scans (a Matcher's feeding goroutine,
-// FeedReader's workers). With a cache, it remembers what it found in
-// recent texts.
+// own (a Matcher's).
 type automatonScan struct {
 	cat   *Catalog
 	stamp []uint32 // by pattern index: gen when added to this line's result
 	gen   uint32
-	cache *scanCache // nil: none
 }
 
 func newAutomatonScan(c *Catalog) automatonScan {
@@ -212,49 +208,12 @@ func newAutomatonScan(c *Catalog) automatonScan {
 }
 
 // run appends to dst, once each, the patterns whose literals the
-// automaton finds in line from byte from on.
-func (s *automatonScan) run(line []byte, from int, dst []int32) []int32 {
-	text := line[min(from, len(line)):]
-	var slot *scanSlot
-	var h uint64
-	if s.cache != nil && len(text) <= memoMaxLine {
-		h = hashBytes(text)
-		slot = &s.cache[h&(scanCacheSlots-1)]
-		if slot.text != nil && slot.hash == h && bytes.Equal(slot.text, text) {
-			return append(dst, slot.cand...)
-		}
-	}
+// automaton finds in text.
+func (s *automatonScan) run(text []byte, dst []int32) []int32 {
 	s.gen++
 	if s.gen == 0 {
 		clear(s.stamp)
 		s.gen = 1
 	}
-	n := len(dst)
-	dst = s.cat.automaton().scan(text, s.stamp, s.gen, dst)
-	if slot != nil {
-		slot.hash = h
-		slot.text = append(slot.text[:0], text...)
-		slot.cand = append(slot.cand[:0], dst[n:]...)
-	}
-	return dst
-}
-
-// scanCache is what an automatonScan found in the last texts it scanned,
-// direct-mapped by their hash. FeedReader's workers run the automaton on
-// every line the filter passes, ahead of the matcher, whose memo makes
-// most of that work needless on a log of few distinct lines (the same
-// WARN from every rank): there a worker's scan costs a hash of the text.
-// The matcher keeps one too (allocated with its memo), for the lines it
-// scans itself: keyed by the text from the filter's hit on, not by the
-// whole line as its memo is, it answers for the same WARN under every
-// rank's prefix. At most scanCacheSlots texts of memoMaxLine bytes: 64
-// KiB each.
-type scanCache [scanCacheSlots]scanSlot
-
-const scanCacheSlots = 256
-
-type scanSlot struct {
-	hash uint64
-	text []byte
-	cand []int32
+	return s.cat.automaton().scan(text, s.stamp, s.gen, dst)
 }

@@ -9,7 +9,6 @@ import (
 	"io/fs"
 	"path"
 	"regexp"
-	"regexp/syntax"
 	"sort"
 	"strings"
 	"sync"
@@ -340,15 +339,12 @@ type cpattern struct {
 	Pattern
 	idx   int // in Catalog.pats
 	entry *centry
-	// re, rePre, branches, not and notLit are compiled from Re and Not
+	// re, rePre, not and notLit are compiled from Re and Not
 	// on first use (ready).
 	once         sync.Once
 	err          error
 	re           *regexp.Regexp
 	rePre        []byte   // re's literal prefix, searched before re runs (match.go)
-	reEnd        *byteSet // the bytes a line re matches may end with, nil: any (endbytes.go)
-	reLits       litCheck // what re's literals decide (lits.go)
-	branches     []branch // re as branches with literal starts, when that helps (match.go)
 	not          []guard
 	notLit       [][]byte // negative patterns that are plain literals
 	prio         int
@@ -363,7 +359,6 @@ type cpattern struct {
 	// windowed: a marker some NotAfter names; its line is kept each time
 	// it is seen, so it never leaves the gram filter.
 	windowed   bool
-	litB       [][]byte // a windowed marker's Literals, for Matcher.sideLine
 	peerGroup  int      // index of the "peer" group in re, -1 none (or not compiled yet)
 	rankGroups []int    // indices of the "rank" groups in re: the rank waited for
 	grams      litGrams // two grams per literal (gram.go)
@@ -622,9 +617,6 @@ func newCatalog(entries []Entry, lazy bool) (*Catalog, error) {
 	for i, cp := range c.pats {
 		if cp.windowed {
 			c.windowed = append(c.windowed, i)
-			for _, l := range cp.Literals {
-				cp.litB = append(cp.litB, []byte(l))
-			}
 		}
 	}
 	return c, nil
@@ -693,7 +685,7 @@ func compilePattern(ce *centry, p Pattern, lazy bool) (*cpattern, error) {
 	return cp, nil
 }
 
-// ready compiles p's regular expressions (Re, its branches, Not) once;
+// ready compiles p's regular expressions (Re, Not) once;
 // the error, quoting the expression, wraps ErrCatalog.
 func (p *cpattern) ready() error {
 	p.once.Do(func() { p.err = p.compileRegexps() })
@@ -720,15 +712,7 @@ func (p *cpattern) compileRegexps() error {
 	if err != nil {
 		return fmt.Errorf("%w: %s: %q: %w", ErrCatalog, where, p.Re, err)
 	}
-	branches, err := splitBranches(p.Re, re)
-	if err != nil {
-		return fmt.Errorf("%w: %s: %q: %w", ErrCatalog, where, p.Re, err)
-	}
-	t, err := syntax.Parse(p.Re, syntax.Perl) // as regexp.Compile parses it
-	if err != nil {
-		return fmt.Errorf("%w: %s: %q: %w", ErrCatalog, where, p.Re, err)
-	}
-	p.re, p.rePre, p.reEnd, p.reLits, p.branches = re, literalPrefix(re), endBytes(t), litCheckOf(t), branches
+	p.re, p.rePre = re, literalPrefix(re)
 	p.peerGroup = re.SubexpIndex("peer")
 	for i, n := range re.SubexpNames() {
 		if n == "rank" {
@@ -774,11 +758,7 @@ func addNot(res []guard, lits [][]byte, re *regexp.Regexp) ([]guard, [][]byte) {
 	if lit, complete := re.LiteralPrefix(); complete && lit != "" {
 		return res, append(lits, []byte(lit))
 	}
-	g := guard{re: re, pre: literalPrefix(re)}
-	if t, err := syntax.Parse(re.String(), syntax.Perl); err == nil { // as regexp.Compile parsed it
-		g.lits = litCheckOf(t)
-	}
-	return append(res, g), lits
+	return append(res, guard{re: re, pre: literalPrefix(re)}), lits
 }
 
 // markerIndex resolves a marker name ("name" in cp's entry, or

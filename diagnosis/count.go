@@ -169,9 +169,8 @@ func newState(ce *centry) *state {
 		wtext: map[uint64]map[procID]struct{}{}, utext: map[utextKey]*unit{}, hosts: map[string]struct{}{}}
 }
 
-// record counts a sighting of p on line (remembered in e when not nil);
-// it returns the cause's state.
-func (m *Matcher) record(p *cpattern, line []byte, e *memo, local bool) *state {
+// record counts a sighting of p on a line; it returns the cause's state.
+func (m *Matcher) record(p *cpattern, v *lineView, local bool) *state {
 	ce := p.entry
 	if ce.Facts == FactsMemlock && ce.AdequateID != "" && m.memlockAdequate(ce, local) {
 		ce = m.cat.byID[ce.AdequateID]
@@ -183,26 +182,15 @@ func (m *Matcher) record(p *cpattern, line []byte, e *memo, local bool) *state {
 		m.order = append(m.order, st)
 	}
 	st.lines++
-	if r := e.raw(line); r.ok {
+	line := v.line
+	if v.raw {
 		// The common case, counted without allocating: a raw NCCL line.
-		if e != nil && e.recIn == st && e.recBy == p {
-			// The same line counted into the same state before: its
-			// process, text and host are kept or were refused for good
-			// (a set never loses a member, the room never grows), so
-			// every step below would change nothing now.
-			st.blk.on = false
-			return st
-		}
-		if e != nil {
-			e.recIn, e.recBy = st, p
-		}
-		host := line[r.hostStart:r.hostEnd]
-		id := procID{r.hostHash, r.pid}
+		id := v.proc()
 		m.addProc(st, st.procs, id)
-		m.addText(st, r.textHash, id)
+		m.addText(st, v.textHash(), id)
 		st.blk.on = false
-		m.addHostBytes(st, host)
-		return m.sighted(st, p, line, local)
+		m.addHostBytes(st, v.host())
+		return m.sighted(st, p, v, local)
 	}
 	pl := ParseLine(line)
 	switch {
@@ -241,14 +229,15 @@ func (m *Matcher) record(p *cpattern, line []byte, e *memo, local bool) *state {
 			m.addHost(st, pl.Host)
 		}
 	}
-	return m.sighted(st, p, line, local)
+	return m.sighted(st, p, v, local)
 }
 
 // sighted records the first sighting of p in st (with its first line and
 // place) and the peers a line names (pattern group "peer").
-func (m *Matcher) sighted(st *state, p *cpattern, line []byte, local bool) *state {
+func (m *Matcher) sighted(st *state, p *cpattern, v *lineView, local bool) *state {
+	line := v.line
 	if p.peerGroup >= 0 && len(st.peers) < maxPeers {
-		m.addPeer(st, p, line)
+		m.addPeer(st, p, v.text)
 	}
 	for i := range st.sights {
 		if s := &st.sights[i]; s.p == p {
@@ -267,7 +256,7 @@ func (m *Matcher) sighted(st *state, p *cpattern, line []byte, local bool) *stat
 	if place.Host == "" && m.sum.on && m.sum.hostName != "" {
 		place.Host = m.sum.hostName
 	}
-	proc := lineProc(line)
+	proc := v.lineProc()
 	st.sights = append(st.sights, sight{p: p, seq: m.seq, firstLine: firstLine(p, line, pl), local: local, place: place,
 		hostless: pl.Host == "", proc: proc})
 	return st
@@ -279,29 +268,21 @@ const maxPeers = 16
 // maxPeerTails bounds state.peerTails.
 const maxPeerTails = 256
 
-// peerTail is a pattern and the hash of a line's text from the first
-// occurrence of the pattern's literal prefix on (the whole line when it
-// has none). Every match of the expression starts at an occurrence of
-// that prefix and reads no byte before it, so the match and its peer are
-// a function of this text: a failing job's ranks print the same "closed
-// by remote peer node-b<port>" under as many prefixes, and the
-// expression runs once for them all (it costs a microsecond and a few
-// allocations a line).
+// peerTail is a pattern and the hash of a line's text (lineView.text),
+// of which the match and its peer are a function: a failing job's ranks
+// print the same "closed by remote peer node-b<port>" under as many
+// prefixes, and the expression runs once for them all (it costs a
+// microsecond and a few allocations a line).
 type peerTail struct {
 	p    *cpattern
 	hash uint64
 }
 
-// addPeer keeps the peer address p's "peer" group found in line, as
+// addPeer keeps the peer address p's "peer" group found in text, as
 // "host:port" (NCCL's "host<port>" and Gloo's "[addr]:port" unwrapped),
 // once per host.
-func (m *Matcher) addPeer(st *state, p *cpattern, line []byte) {
-	re := p.regexp() // compiled with rePre
-	tail := line
-	if k := bytes.Index(line, p.rePre); p.rePre != nil && k >= 0 {
-		tail = line[k:]
-	}
-	key := peerTail{p, hashBytes(tail)}
+func (m *Matcher) addPeer(st *state, p *cpattern, text []byte) {
+	key := peerTail{p, hashBytes(text)}
 	if _, ok := st.peerTails[key]; ok {
 		return // read before: its peer is kept, or was refused for good
 	}
@@ -311,11 +292,11 @@ func (m *Matcher) addPeer(st *state, p *cpattern, line []byte) {
 		}
 		st.peerTails[key] = struct{}{}
 	}
-	sm := re.FindSubmatchIndex(line)
+	sm := p.regexp().FindSubmatchIndex(text)
 	if sm == nil || sm[2*p.peerGroup] < 0 {
 		return
 	}
-	peer := printable.String(string(line[sm[2*p.peerGroup]:sm[2*p.peerGroup+1]]))
+	peer := printable.String(string(text[sm[2*p.peerGroup]:sm[2*p.peerGroup+1]]))
 	peer = strings.Trim(peer, "[]")
 	if i := strings.IndexByte(peer, '<'); i > 0 && strings.HasSuffix(peer, ">") {
 		peer = peer[:i] + ":" + peer[i+1:len(peer)-1]

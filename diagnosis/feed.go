@@ -60,11 +60,9 @@ type Matcher struct {
 	sum    summary
 	cands  []uint64
 	// memo remembers the candidates and matches of the lines seen last
-	// (memo.go); sawSummary is candidates' second result; tails the
-	// answers of expressions by the text from their literal on (tails.go).
+	// (memo.go); sawSummary is candidates' second result.
 	memo       *memoTable
 	sawSummary bool
-	tails      *tailMemo
 
 	mu      sync.Mutex
 	seq     int
@@ -134,63 +132,34 @@ func (m *Matcher) Feed(line []byte) *Diagnosis {
 
 // FeedAll is Feed returning every cause this line made visible (nil for
 // most lines).
-func (m *Matcher) FeedAll(line []byte) []Diagnosis { return m.feedAll(line, -1, nil) }
+func (m *Matcher) FeedAll(line []byte) []Diagnosis { return m.feedAll(line) }
 
-// feedAll is FeedAll. Its second argument, where a chunk's scan found the
-// line's first literal, is not used: that scan ran the wide filter (the
-// windowed markers' literals too), so the line meets filter again here.
-// pre, when not nil, is what the automaton found in the line already
-// (feedJob.scan, on another goroutine), which is not looked for again.
-// Running on without the filter gives FeedAll's result whether the filter
-// would pass the line or not: it only decides whether, and from where,
-// the automaton may find a literal that can change the result.
-func (m *Matcher) feedAll(line []byte, _ int, pre []int32) []Diagnosis {
+// feedAll is FeedAll. A chunk's scan passed the line through the wide
+// filter (the windowed markers' literals too), so it meets filter again
+// here. Running on without the filter gives FeedAll's result whether the filter
+// would pass the line or not: it only decides whether the automaton may
+// find a literal that can change the result.
+//
+// One line goes one way: its view (NCCL's prefix, parsed once), then its
+// candidates and their matches (from the memo by its text, or the
+// automaton and the expressions over the text), then the markers, the
+// host, the sighting recorded, the diagnoses announced.
+func (m *Matcher) feedAll(line []byte) []Diagnosis {
 	m.lineNo++
-	var from int // where the automaton starts reading line
 	if len(line) > MaxLine {
 		line, _ = shownPart(line)
 	}
-	if len(m.cat.windowed) > 0 && (m.nofilter || m.wide.mayMatch(line)) {
-		m.sideLine(line)
+	side := len(m.cat.windowed) > 0 && (m.nofilter || m.wide.mayMatch(line))
+	hit := m.nofilter || m.filter.firstHit(line) >= 0 // the wide filter passes it too
+	if !side && !hit {
+		return nil
 	}
-	switch {
-	case m.nofilter:
-		from = 0
-	default:
-		// A chunk's scan passed the line through the wide filter, whose
-		// windowed markers were just read: the rest needs filter, from
-		// its own first hit.
-		h := m.filter.firstHit(line)
-		if h < 0 {
-			return nil
-		}
-		from = m.filter.from(h)
+	v, e, cand, followed := m.look(trimEOL(line))
+	if side {
+		m.sideLine(&v, e, cand)
 	}
-	var e *memo
-	cand, fromMemo := m.cand[:0], false
-	if !m.nofilter && len(line) <= memoMaxLine {
-		if m.memo == nil {
-			m.memo, m.tails, m.scan.cache = new(memoTable), new(tailMemo), new(scanCache)
-		}
-		e, fromMemo = m.memo.lookup(line)
-		if fromMemo {
-			cand = e.cand
-			if e.sum {
-				m.sum.see(line, m.lineNo)
-			}
-		}
-	}
-	followed := fromMemo && e.sum
-	if !fromMemo {
-		if pre != nil {
-			cand = m.candidatesOf(line, pre)
-		} else {
-			cand = m.candidates(line, from)
-		}
-		followed = m.sawSummary
-		if e != nil {
-			e.store(line, cand, m.sawSummary)
-		}
+	if !hit {
+		return nil
 	}
 	if len(cand) > 0 && ownLine(line) {
 		return nil
@@ -203,7 +172,7 @@ func (m *Matcher) feedAll(line []byte, _ int, pre []int32) []Diagnosis {
 		}
 		return nil
 	}
-	line = trimEOL(line)
+	line = v.line
 
 	// A line whose candidates are only markers seen already is one the
 	// gram filter rejects: it does not count as a host either, so that
@@ -216,12 +185,12 @@ func (m *Matcher) feedAll(line []byte, _ int, pre []int32) []Diagnosis {
 	markerHit := false
 	for k, pi := range cand {
 		p := m.cat.pats[pi]
-		if p.Marker && !p.windowed && !m.markers[pi] && e.matches(k, p, line, m.tails) {
+		if p.Marker && !p.windowed && !m.markers[pi] && e.matches(k, p, v.text) {
 			m.markers[pi] = true
 			markerHit = true
 		}
 	}
-	if countHost && m.seeHost(line, e) {
+	if countHost && m.seeHost(&v) {
 		markerHit = true
 	}
 	if markerHit && !m.nofilter {
@@ -230,7 +199,7 @@ func (m *Matcher) feedAll(line []byte, _ int, pre []int32) []Diagnosis {
 		m.wide = buildGramFilter(m.cat.pats, func(i int) bool { return live(i) || m.cat.pats[i].windowed })
 	}
 	var touched *state
-	local := m.isLocal(line, e)
+	local := m.isLocal(&v)
 	// A pattern whose required marker is off for now does not claim the
 	// line: it may still be another pattern's (a CUDA failure that no NVLS
 	// setup explains is the generic error's). Its sighting is kept beside
@@ -242,7 +211,7 @@ func (m *Matcher) feedAll(line []byte, _ int, pre []int32) []Diagnosis {
 	var claim *cpattern
 	for k, pi := range cand {
 		p := m.cat.pats[pi]
-		if p.Marker || !m.factsAllow(p, local) || !e.matches(k, p, line, m.tails) {
+		if p.Marker || !m.factsAllow(p, local) || !e.matches(k, p, v.text) {
 			continue
 		}
 		if p.requires >= 0 && !m.markerOn(p.requires) {
@@ -261,12 +230,12 @@ func (m *Matcher) feedAll(line []byte, _ int, pre []int32) []Diagnosis {
 		if claim != nil && p.entry == claim.entry {
 			continue
 		}
-		if st := m.record(p, line, e, local); touched == nil || m.isActive(st) {
+		if st := m.record(p, &v, local); touched == nil || m.isActive(st) {
 			touched = st
 		}
 	}
 	if claim != nil {
-		if st := m.record(claim, line, e, local); touched == nil || m.isActive(st) {
+		if st := m.record(claim, &v, local); touched == nil || m.isActive(st) {
 			touched = st
 		}
 	}
@@ -362,20 +331,48 @@ func (m *Matcher) unsureHost(st *state) bool {
 	return true
 }
 
-// candidates runs the automaton over line from byte from on and returns
-// its candidate patterns in priority order (m.cand's storage); a torchrun
-// summary literal among them is followed (torchrun.go), and m.sawSummary
-// says whether there was one. A literal that starts before from is missed:
-// only one of a marker seen already may (feedAll), and that one changes
-// nothing.
-func (m *Matcher) candidates(line []byte, from int) []int32 {
-	m.cand = m.scan.run(line, from, m.cand[:0])
-	return m.candidatesOf(line, m.cand)
+// look reads line: its view, its memo slot (nil: none), its candidates
+// and whether a torchrun summary is followed through it. A line whose
+// text the memo holds costs a hash and a compare of it, and the part of
+// NCCL's prefix that says who printed it: the rest of the prefix, the
+// candidates and their matches are the text's.
+func (m *Matcher) look(line []byte) (v lineView, e *memo, cand []int32, followed bool) {
+	f, who := scanWho(line)
+	key := line
+	if who {
+		key = line[f.tidEnd:]
+	}
+	if m.nofilter || len(key) > memoMaxLine {
+		v = viewOf(line)
+	} else {
+		if m.memo == nil {
+			m.memo = new(memoTable)
+		}
+		var hit bool
+		if e, hit = m.memo.lookup(key); hit && e.isWhat == who {
+			v = viewWith(line, f, e.what, who)
+			if e.sum {
+				m.sum.see(line, m.lineNo)
+			}
+			return v, e, e.cand, e.sum
+		}
+		if v = viewOf(line); who && !v.prefix {
+			e = nil // host:pid:tid, but no NCCL prefix: the text is the whole line, not this key
+		}
+	}
+	cand = m.candidates(v.text, v.line)
+	if e != nil {
+		e.store(&v, cand, m.sawSummary)
+	}
+	return v, e, cand, m.sawSummary
 }
 
-// candidatesOf is candidates given what the automaton found in line
-// (automatonScan.run), which it filters and sorts in place.
-func (m *Matcher) candidatesOf(line []byte, cand []int32) []int32 {
+// candidates runs the automaton over text (line's, lineView.text) and
+// returns its candidate patterns in priority order (m.cand's storage); a
+// torchrun summary literal among them is followed in line (torchrun.go),
+// and m.sawSummary says whether there was one.
+func (m *Matcher) candidates(text, line []byte) []int32 {
+	cand := m.scan.run(text, m.cand[:0])
 	m.sawSummary = false
 	if n := int32(len(m.cat.pats)); len(cand) > 0 {
 		// A torchrun summary line (torchrun.go) is followed, not matched.
@@ -398,44 +395,42 @@ func (m *Matcher) candidatesOf(line []byte, cand []int32) []int32 {
 			cand[j], cand[j-1] = cand[j-1], cand[j]
 		}
 	}
+	m.cand = cand
 	return cand
 }
 
 // seeHost notes the host and pid of a candidate line: the MultiHost
 // markers go on at the second distinct host, the SingleHost markers at a
 // second process of the first host while no other host was seen; it
-// reports whether it turned markers on. A raw NCCL line's prefix is read
-// once for here and record (memo.raw; e may be nil).
-func (m *Matcher) seeHost(line []byte, e *memo) bool {
+// reports whether it turned markers on.
+func (m *Matcher) seeHost(v *lineView) bool {
 	mh := m.cat.multiHost
 	if m.otherHost || len(mh) > 0 && m.markers[mh[0]] || len(mh) == 0 && len(m.cat.singleHost) == 0 {
 		return false // a multi-node job: a SingleHost marker no longer matters
 	}
-	var pl Line
-	if r := e.raw(line); r.ok {
+	var h string
+	var pid int
+	if v.prefix {
 		// A raw NCCL line, read without allocating while its host is known.
-		if m.host != "" && string(line[r.hostStart:r.hostEnd]) == m.host && (int(r.pid) == m.pid || m.twoProcs) {
+		if m.host != "" && string(v.host()) == m.host && (v.f.pid == m.pid || m.twoProcs) {
 			return false
 		}
-		pl = Line{Host: string(line[r.hostStart:r.hostEnd]), PID: int(r.pid), Start: 0}
-	} else if f, ok := scanPrefixAt0(line); ok {
-		// One with pid 0, which memo.raw refuses: scanned here.
-		if m.host != "" && string(line[f.hostStart:f.hostEnd]) == m.host && (f.pid == m.pid || m.twoProcs) {
-			return false
-		}
-		pl = Line{Host: string(line[f.hostStart:f.hostEnd]), PID: f.pid, Start: 0}
+		h, pid = string(v.host()), v.f.pid
 	} else {
-		pl = ParseLine(line)
+		pl := ParseLine(v.line)
+		if pl.Start < 0 && pl.PID == 0 {
+			return false
+		}
+		h, pid = pl.Host, pl.PID
 	}
-	h := pl.Host
 	switch {
-	case h == "" || pl.Start < 0 && pl.PID == 0:
+	case h == "":
 		return false
 	case m.host == "":
-		m.host, m.pid = h, pl.PID
+		m.host, m.pid = h, pid
 		return false
 	case h == m.host:
-		if pl.PID == 0 || pl.PID == m.pid || m.twoProcs {
+		if pid == 0 || pid == m.pid || m.twoProcs {
 			return false
 		}
 		m.twoProcs = true
@@ -464,13 +459,12 @@ func (m *Matcher) onlySeenMarkers(cand []int32) bool {
 	return true
 }
 
-// matches reports whether line matches p's expression and none of its or
-// its entry's negative patterns. The negative patterns that are plain
+// matches reports whether text (a line's, lineView.text) matches p's
+// expression and none of its or its entry's negative patterns. The negative patterns that are plain
 // literals are searched first: they are cheap, and a healthy line that
 // carries one (NCCL's "No plugin found" INFO for the dlopen pattern)
 // is then rejected without running the expression.
-// The expressions' answers are remembered in t (nil: not; tails.go).
-func (p *cpattern) matches(line []byte, t *tailMemo) bool {
+func (p *cpattern) matches(line []byte) bool {
 	p.mustReady()
 	p.entry.mustReady()
 	for _, n := range p.notLit {
@@ -483,16 +477,16 @@ func (p *cpattern) matches(line []byte, t *tailMemo) bool {
 			return false
 		}
 	}
-	if !p.reMatch(line, t) {
+	if !p.reMatch(line) {
 		return false
 	}
 	for _, n := range p.not {
-		if n.match(line, t) {
+		if n.match(line) {
 			return false
 		}
 	}
 	for _, n := range p.entry.not {
-		if n.match(line, t) {
+		if n.match(line) {
 			return false
 		}
 	}
@@ -559,18 +553,18 @@ const maxCommRanks = 1 << 16
 // noteCommRank keeps the rank an NCCL process names in line (p's "rank"
 // group), the first it names: its first communicator is the job's own,
 // a later one (a sub-group) numbers its ranks anew.
-func (m *Matcher) noteCommRank(p *cpattern, line []byte) {
-	id := lineProc(line)
+func (m *Matcher) noteCommRank(p *cpattern, v *lineView, e *memo, k int) {
+	id := v.lineProc()
 	if id.pid == 0 {
 		return
 	}
 	if _, ok := m.commRank[id]; ok || len(m.commRank) >= maxCommRanks {
 		return
 	}
-	if !p.matches(line, nil) {
+	if !e.matches(k, p, v.text) {
 		return
 	}
-	r, _, ok := p.waitedFor(string(line))
+	r, _, ok := p.waitedFor(string(v.text))
 	if !ok {
 		return
 	}
@@ -582,12 +576,14 @@ func (m *Matcher) noteCommRank(p *cpattern, line []byte) {
 
 // noteHostAddr keeps the host whose NCCL line shows an address of its own
 // (p's "addr" group).
-func (m *Matcher) noteHostAddr(p *cpattern, line []byte) {
+func (m *Matcher) noteHostAddr(p *cpattern, v *lineView) {
 	if len(m.addrHost) >= maxCommRanks {
 		return
 	}
-	if r := (*memo)(nil).raw(line); r.ok {
-		k := r.hostHash ^ r.textHash*0x9E3779B97F4A7C15
+	var host string
+	if v.raw {
+		id := v.proc()
+		k := id.host ^ v.textHash()*0x9E3779B97F4A7C15
 		if _, ok := m.addrLines[k]; ok {
 			return // this process's line, read before
 		}
@@ -595,13 +591,15 @@ func (m *Matcher) noteHostAddr(p *cpattern, line []byte) {
 			m.addrLines = map[uint64]struct{}{}
 		}
 		m.addrLines[k] = struct{}{}
+		host = string(v.host())
+	} else {
+		host = ParseLine(v.line).Host
 	}
-	pl := ParseLine(line)
-	if pl.Host == "" {
+	if host == "" {
 		return
 	}
 	re := p.regexp()
-	sm := re.FindSubmatch(line)
+	sm := re.FindSubmatch(v.text)
 	i := re.SubexpIndex("addr")
 	if sm == nil || i < 0 || i >= len(sm) || len(sm[i]) == 0 {
 		return
@@ -610,7 +608,7 @@ func (m *Matcher) noteHostAddr(p *cpattern, line []byte) {
 		m.addrHost = map[string]string{}
 	}
 	if _, ok := m.addrHost[string(sm[i])]; !ok {
-		m.addrHost[string(sm[i])] = pl.Host
+		m.addrHost[string(sm[i])] = host
 	}
 }
 
@@ -632,47 +630,40 @@ func (m *Matcher) peerHostOf(line string) string {
 }
 
 // sideLine reads the windowed markers (Pattern.NotAfter's, CommRank,
-// HostAddr) in line: their literals are not in filter, so that the
-// lines that carry them (a process's comm and Bootstrap lines) cost
-// their own expressions only, never the automaton.
-func (m *Matcher) sideLine(line []byte) {
-	for _, pi := range m.cat.windowed {
+// HostAddr) among a line's candidates (e: its memo slot, may be nil):
+// their literals are not in filter, so that the lines that carry them (a
+// process's comm and Bootstrap lines) cost their own expressions only.
+func (m *Matcher) sideLine(v *lineView, e *memo, cand []int32) {
+	for k, pi := range cand {
 		p := m.cat.pats[pi]
-		hit := false
-		for _, l := range p.litB {
-			if bytes.Contains(line, l) {
-				hit = true
-				break
-			}
-		}
-		if !hit {
+		if !p.windowed {
 			continue
 		}
 		m.mu.Lock()
 		switch {
 		case p.CommRank:
-			m.noteCommRank(p, trimEOL(line)) // a process already read costs no expression
+			m.noteCommRank(p, v, e, k) // a process already read costs no expression
 		case p.HostAddr:
-			m.noteHostAddr(p, trimEOL(line))
-		case p.matches(trimEOL(line), m.tails):
+			m.noteHostAddr(p, v)
+		case e.matches(k, p, v.text):
 			if m.markerAt == nil {
 				m.markerAt = map[int]int{}
 			}
-			m.markerAt[pi] = m.lineNo
+			m.markerAt[int(pi)] = m.lineNo
 			m.markers[pi] = true
 		}
 		m.mu.Unlock()
 	}
 }
 
-// lineProc is the NCCL process (host:pid prefix) that printed line, the
-// zero procID for another line; without allocating for a line that
+// lineProc is the NCCL process (host:pid prefix) that printed the line,
+// the zero procID for another line; without allocating for a line that
 // starts with NCCL's prefix.
-func lineProc(line []byte) procID {
-	if r := (*memo)(nil).raw(line); r.ok {
-		return procID{r.hostHash, r.pid}
+func (v *lineView) lineProc() procID {
+	if v.raw {
+		return v.proc()
 	}
-	if pl := ParseLine(line); pl.Start >= 0 && pl.Host != "" && pl.PID != 0 {
+	if pl := ParseLine(v.line); pl.Start >= 0 && pl.Host != "" && pl.PID != 0 {
 		return procID{hashString(pl.Host), int64(pl.PID)}
 	}
 	return procID{}

@@ -67,12 +67,6 @@ type feedJob struct {
 
 	hits []feedHit // the lines of lines in which the filter hit
 	tail int       // newlines in lines after the last hit
-	// cands holds what the automaton found in each hit line from its
-	// from on (feedHit.cand0 to cand1), when a worker scanned the job: the
-	// automaton is most of the matcher's cost on lines the memo has not
-	// seen (WARN lines of ever new processes), and its result depends on
-	// the line alone.
-	cands []int32
 	// taken is set by whoever scans the job (the parallel path): a
 	// worker, which then signals done, or the feeder itself when it gets
 	// to the job first.
@@ -82,25 +76,13 @@ type feedJob struct {
 
 // feedHit is a line of a job's lines that the filter passed: its bounds
 // in lines, and how many lines came before it since the previous hit.
-// from is where in the line its literals may start (gramFilter.from);
-// cands[cand0:cand1] of its job is what the automaton found from there
-// (cand1 < 0: not looked for).
-type feedHit struct{ before, start, end, from, cand0, cand1 int }
+type feedHit struct{ before, start, end int }
 
-// scan fills j.hits and j.tail with filter f and, with an automaton scan
-// (not nil), j.cands. A line longer than MaxLine is left to feedAll,
-// which reads only its shown part (shownPart): the automaton over the
-// whole line would find literals past the cut.
-func (j *feedJob) scan(f *gramFilter, ac *automatonScan) {
-	j.hits, j.cands = j.hits[:0], j.cands[:0]
-	j.tail = hitLines(j.lines, func() *gramFilter { return f }, func(before, start, end, from int) {
-		h := feedHit{before: before, start: start, end: end, from: from, cand1: -1}
-		if ac != nil && end-start <= MaxLine {
-			h.cand0 = len(j.cands)
-			j.cands = ac.run(j.lines[start:end], from, j.cands)
-			h.cand1 = len(j.cands)
-		}
-		j.hits = append(j.hits, h)
+// scan fills j.hits and j.tail with filter f.
+func (j *feedJob) scan(f *gramFilter) {
+	j.hits = j.hits[:0]
+	j.tail = hitLines(j.lines, func() *gramFilter { return f }, func(before, start, end int) {
+		j.hits = append(j.hits, feedHit{before: before, start: start, end: end})
 	})
 }
 
@@ -112,7 +94,7 @@ func (j *feedJob) scan(f *gramFilter, ac *automatonScan) {
 // start (gramFilter.from), and returns the number of lines after the
 // last. The scan of FeedReader's workers, of its sequential path and of
 // FeedChunk.
-func hitLines(b []byte, filter func() *gramFilter, hit func(before, start, end, from int)) (after int) {
+func hitLines(b []byte, filter func() *gramFilter, hit func(before, start, end int)) (after int) {
 	for off := 0; len(b) > 0; {
 		f := filter()
 		h := f.firstHit(b)
@@ -121,7 +103,7 @@ func hitLines(b []byte, filter func() *gramFilter, hit func(before, start, end, 
 		}
 		start := bytes.LastIndexByte(b[:h], '\n') + 1
 		end := start + bytes.IndexByte(b[start:], '\n') + 1
-		hit(bytes.Count(b[:start], newline), off+start, off+end, f.from(h-start))
+		hit(bytes.Count(b[:start], newline), off+start, off+end)
 		b, off = b[end:], off+end
 	}
 	return 0
@@ -137,11 +119,7 @@ func (m *Matcher) feedScanned(j *feedJob) {
 	}
 	for _, h := range j.hits {
 		m.lineNo += h.before
-		var pre []int32
-		if h.cand1 >= 0 {
-			pre = j.cands[h.cand0:h.cand1:h.cand1]
-		}
-		m.feedAll(j.lines[h.start:h.end], h.from, pre)
+		m.feedAll(j.lines[h.start:h.end])
 	}
 	m.lineNo += j.tail
 	if j.cut != nil {
@@ -175,9 +153,7 @@ func feedChunks(m *Matcher, r io.Reader, workers int) error {
 }
 
 func newFeedJob() *feedJob {
-	// cands is never nil, so that a hit the automaton found nothing in
-	// has an empty, not a nil, result.
-	return &feedJob{buf: make([]byte, feedChunk), cands: make([]int32, 0, 256), done: make(chan struct{}, 1)}
+	return &feedJob{buf: make([]byte, feedChunk), done: make(chan struct{}, 1)}
 }
 
 // readChunks reads r into the buffers of the jobs next returns, cuts what
@@ -291,13 +267,11 @@ func (p *feedPipe) run(r io.Reader) error {
 	}()
 	for range p.workers {
 		go func() {
-			ac := newAutomatonScan(p.m.cat)
-			ac.cache = new(scanCache)
 			// A job may come by twice (queued again after the feeder took
 			// it before this worker did): only the one that takes it scans.
 			for j := range p.work {
 				if j.taken.CompareAndSwap(false, true) {
-					j.scan(p.filter.Load(), &ac)
+					j.scan(p.filter.Load())
 					j.done <- struct{}{}
 				}
 			}
@@ -308,7 +282,7 @@ func (p *feedPipe) run(r io.Reader) error {
 		// The feeder scans a job no worker has taken yet instead of
 		// waiting: it is never idle while there is a chunk to scan.
 		if j.taken.CompareAndSwap(false, true) {
-			j.scan(p.m.wide, nil) // feedAll runs the automaton on its hits
+			j.scan(p.m.wide)
 		} else {
 			<-j.done
 		}
@@ -326,9 +300,9 @@ func (p *feedPipe) run(r io.Reader) error {
 // each would (chunkFilter), with the filter m has at each line: the
 // sequential path.
 func (m *Matcher) feedLines(b []byte) {
-	m.lineNo += hitLines(b, m.currentFilter, func(before, start, end, from int) {
+	m.lineNo += hitLines(b, m.currentFilter, func(before, start, end int) {
 		m.lineNo += before
-		m.feedAll(b[start:end], from, nil)
+		m.feedAll(b[start:end])
 	})
 }
 
@@ -360,14 +334,14 @@ func (m *Matcher) unseenMarker(line []byte) bool {
 // lines shed and their bytes, newlines included. A shed line counts in
 // m's line count as a fed one does.
 func (m *Matcher) FeedChunk(p []byte, shed func(line []byte) bool, found func([]Diagnosis)) (lines, size int) {
-	feed := func(line []byte, from int) {
+	feed := func(line []byte) {
 		if shed != nil && shed(trimEOL(line)) && !m.unseenMarker(line) {
 			m.lineNo++
 			lines++
 			size += len(line)
 			return
 		}
-		if ds := m.feedAll(line, from, nil); len(ds) > 0 && found != nil {
+		if ds := m.feedAll(line); len(ds) > 0 && found != nil {
 			found(ds)
 		}
 	}
@@ -377,20 +351,20 @@ func (m *Matcher) FeedChunk(p []byte, shed func(line []byte) bool, found func([]
 			if end == 0 {
 				end = len(p)
 			}
-			feed(p[:end], 0)
+			feed(p[:end])
 			p = p[end:]
 		}
 		return lines, size
 	}
 	end := bytes.LastIndexByte(p, '\n') + 1
 	b, tail := p[:end], p[end:]
-	m.lineNo += hitLines(b, m.currentFilter, func(before, start, end, from int) {
+	m.lineNo += hitLines(b, m.currentFilter, func(before, start, end int) {
 		m.lineNo += before
-		feed(b[start:end], from)
+		feed(b[start:end])
 	})
 	if len(tail) > 0 {
-		if h := m.wide.firstHit(tail); h >= 0 {
-			feed(tail, m.wide.from(h))
+		if m.wide.mayMatch(tail) {
+			feed(tail)
 		} else {
 			m.lineNo++
 		}

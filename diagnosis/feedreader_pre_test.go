@@ -11,20 +11,17 @@ import (
 )
 
 // feedByWorkers is FeedReader's parallel path with every job scanned as
-// a worker scans it (the automaton run ahead, with a worker's cache),
-// with the filter m had lag jobs earlier (a worker reads the filter of
+// a worker scans it, with the filter m had lag jobs earlier (a worker reads the filter of
 // the last job fed, which may be a few jobs behind the one it scans), on
 // this goroutine: the schedule in which the feeder never scans a job
 // itself, which feedChunks with workers only sometimes takes.
 func feedByWorkers(m *Matcher, b []byte, lag int) {
-	ac := newAutomatonScan(m.cat)
-	ac.cache = new(scanCache)
 	jobs := [2]*feedJob{newFeedJob(), newFeedJob()}
 	k := 0
 	var filters []*gramFilter // m's wide filter before each job was fed
 	_ = readChunks(bytes.NewReader(b), func() *feedJob { k ^= 1; return jobs[k] }, func(j *feedJob) {
 		filters = append(filters, m.wide)
-		j.scan(filters[max(len(filters)-1-lag, 0)], &ac)
+		j.scan(filters[max(len(filters)-1-lag, 0)])
 		m.feedScanned(j)
 	})
 }
@@ -47,9 +44,8 @@ func requireSameFeed(t *testing.T, ref, m *Matcher, msg string) {
 
 // TestFeedScannedLongLine: a complete line longer than MaxLine (up to a
 // chunk's length, so it lies whole in a job's lines) is fed cut to what
-// a terminal shows of it (shownPart); what the automaton finds ahead of
-// the feeder must be found in that part too, or a literal past the cut
-// makes a line count that feeding it line by line ignores: here a second
+// a terminal shows of it (shownPart); only what lies in that part counts,
+// or a literal past the cut makes a line count that feeding it line by line ignores: here a second
 // host, which turns the multi-node marker on and with it bad-if.
 func TestFeedScannedLongLine(t *testing.T) {
 	const lo = "bootstrap.cc:1 NCCL INFO Bootstrap : Using lo:127.0.0.1<0>"

@@ -279,9 +279,10 @@ func TestRemoteCheckAllocationFree(t *testing.T) {
 	m := NewMatcher(Facts{Known: true, Host: "node-a.cluster.local"})
 	local := []byte("node-a:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 8[0] [send] via NET/IB/0/GDRDMA")
 	remote := []byte("node-b:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 8[0] [send] via NET/IB/0/GDRDMA")
-	assert.True(t, m.isLocal(local, nil))
-	assert.False(t, m.isLocal(remote, nil))
-	assert.Zero(t, testing.AllocsPerRun(100, func() { m.isLocal(local, nil); m.isLocal(remote, nil) }))
+	lv, rv := viewOf(local), viewOf(remote)
+	assert.True(t, m.isLocal(&lv))
+	assert.False(t, m.isLocal(&rv))
+	assert.Zero(t, testing.AllocsPerRun(100, func() { lv, rv := viewOf(local), viewOf(remote); m.isLocal(&lv); m.isLocal(&rv) }))
 }
 
 // TestOneHostManyRanks: several ranks on one host and none elsewhere is

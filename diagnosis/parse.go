@@ -191,6 +191,7 @@ type prefixAt0 struct {
 	timeEnd            int // end of the timestamp inside its brackets, 0 when none
 	hostStart, hostEnd int
 	pid, tid, dev      int
+	tidEnd             int // after the tid: " [dev] ..." starts here
 	restStart          int // after "] "
 	locEnd             int // -1: no location
 	level              string
@@ -218,6 +219,18 @@ func parsePrefixAt0(b []byte) (Line, bool) {
 }
 
 func scanPrefixAt0(b []byte) (prefixAt0, bool) {
+	f, ok := scanWho(b)
+	if !ok {
+		return f, false
+	}
+	t, ok := scanWhat(b[f.tidEnd:])
+	return f.with(t), ok
+}
+
+// scanWho reads the part of NCCL's prefix that says who printed the line:
+// the optional timestamp, "host:pid:tid", up to the " [" that follows
+// (tidEnd). ok is false when the line does not start so.
+func scanWho(b []byte) (prefixAt0, bool) {
 	var f prefixAt0
 	i := 0
 	if len(b) > 0 && b[0] == '[' {
@@ -243,7 +256,31 @@ func scanPrefixAt0(b []byte) (prefixAt0, bool) {
 	if f.tid, i, ok = digits(b, i+1, 10); !ok || !bytes.HasPrefix(b[i:], []byte(" [")) {
 		return f, false
 	}
-	if f.dev, i, ok = digits(b, i+2, 6); !ok || !bytes.HasPrefix(b[i:], []byte("] ")) {
+	f.tidEnd = i
+	return f, true
+}
+
+// with is f (scanWho's) completed by t, scanWhat's fields of the text
+// from f.tidEnd on.
+func (f prefixAt0) with(t prefixAt0) prefixAt0 {
+	f.dev, f.level = t.dev, t.level
+	f.restStart, f.msgStart = f.tidEnd+t.restStart, f.tidEnd+t.msgStart
+	f.locEnd = -1
+	if t.locEnd >= 0 {
+		f.locEnd = f.tidEnd + t.locEnd
+	}
+	return f
+}
+
+// scanWhat reads the rest of NCCL's prefix in the text that follows
+// host:pid:tid (" [dev] location NCCL LEVEL message"): dev, restStart,
+// locEnd, level and msgStart, as offsets into b. It is a function of
+// that text alone: the matcher remembers it with the text (memo.go).
+func scanWhat(b []byte) (prefixAt0, bool) {
+	var f prefixAt0
+	var i int
+	var ok bool
+	if f.dev, i, ok = digits(b, 2, 6); !ok || !bytes.HasPrefix(b[i:], []byte("] ")) {
 		return f, false
 	}
 	f.restStart = i + 2

@@ -128,24 +128,16 @@ func sameHost(lineHost, h string) bool {
 	return strings.EqualFold(shortHost(lineHost), shortHost(h))
 }
 
-// isLocal reports whether line is this host's as far as it shows
-// (Facts.Host): a line whose NCCL prefix names another host is not. A raw
-// NCCL line's prefix is read from e (memo.raw, once a line for here,
-// seeHost and record; e may be nil).
-func (m *Matcher) isLocal(line []byte, e *memo) bool {
+// isLocal reports whether a line is this host's as far as it shows
+// (Facts.Host): a line whose NCCL prefix names another host is not.
+func (m *Matcher) isLocal(v *lineView) bool {
 	if !m.facts.Known || m.facts.Host == "" {
 		return true
 	}
-	if r := e.raw(line); r.ok {
-		if sameHostBytes(line[r.hostStart:r.hostEnd], m.facts.Host) {
-			return true
-		}
-		m.noteRemoteWarn(line)
-		return false
-	}
-	if f, ok := scanPrefixAt0(line); ok {
+	line := v.line
+	if v.prefix {
 		// A raw NCCL line (most of them): compared without allocating.
-		if sameHostBytes(line[f.hostStart:f.hostEnd], m.facts.Host) {
+		if sameHostBytes(v.host(), m.facts.Host) {
 			return true
 		}
 		m.noteRemoteWarn(line)
