@@ -122,14 +122,37 @@ func Noise(line []byte) bool {
 	return isNoiseKind(m) && nccl(m) < 0
 }
 
-// NoiseFree reports whether p, any number of lines, holds no line Noise
-// calls noise; false when it may. A noise line holds infoTag, so p holds
-// none when it has no "INFO ": one search of p, which finds no start of
-// it in most lines of a WARN burst (NCCL lines rarely hold an 'I'),
-// instead of a Noise a line. Safe for concurrent use.
-func NoiseFree(p []byte) bool { return !bytes.Contains(p, infoWord) }
+// Shed moves the lines of p (whole lines, each ending in a newline) that
+// Noise does not call noise to the front of p, in place, and returns them
+// with the number of lines dropped: launcher.Tap.Shed. A noise line holds
+// infoTag, so a chunk without "INFO " (a burst of WARN lines: NCCL's lines
+// rarely hold an 'I') is kept whole after one search of it, not a Noise a
+// line. Safe for concurrent use on distinct chunks.
+func Shed(p []byte) (kept []byte, shed int) {
+	if noiseFree(p) {
+		return p, 0
+	}
+	w := 0
+	for r := 0; r < len(p); {
+		end := r + bytes.IndexByte(p[r:], '\n') + 1
+		if end == r { // a last line without its newline
+			end = len(p)
+		}
+		if Noise(trimEOL(p[r:end])) {
+			shed++
+		} else {
+			w += copy(p[w:], p[r:end])
+		}
+		r = end
+	}
+	return p[:w], shed
+}
 
-// infoWord is the part of infoTag NoiseFree searches for: an 'I' is rare
+// noiseFree reports whether p, any number of lines, holds no line Noise
+// calls noise; false when it may.
+func noiseFree(p []byte) bool { return !bytes.Contains(p, infoWord) }
+
+// infoWord is the part of infoTag noiseFree searches for: an 'I' is rare
 // in NCCL's lines, an 'N' is in every one ("NCCL").
 var infoWord = infoTag[len("NCCL "):]
 

@@ -42,7 +42,7 @@ func TestNoise(t *testing.T) {
 	for _, c := range cases {
 		assert.Equal(t, c.noise, Noise([]byte(c.line)), c.line)
 		if c.noise {
-			assert.False(t, NoiseFree([]byte(c.line)), "NoiseFree of a noise line: %s", c.line)
+			assert.False(t, noiseFree([]byte(c.line)), "noiseFree of a noise line: %s", c.line)
 		}
 	}
 }
@@ -65,7 +65,7 @@ func TestNoiseFree(t *testing.T) {
 		{"an INFO line that is not noise: may be", warn + "host:1:2 [0] NCCL INFO NET/IB : No device found.\n", false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			assert.Equal(t, c.free, NoiseFree([]byte(c.chunk)))
+			assert.Equal(t, c.free, noiseFree([]byte(c.chunk)))
 		})
 	}
 }
@@ -135,5 +135,26 @@ func BenchmarkNoise(b *testing.B) {
 		for _, l := range lines {
 			Noise(l)
 		}
+	}
+}
+
+// TestShed: the lines that are not noise stay, in order and byte for byte,
+// and the noise lines are counted; a chunk without noise is kept whole.
+func TestShed(t *testing.T) {
+	noise := "gpu-node-01:31010:31107 [2] NCCL INFO Channel 25/0 : 10[2] -> 11[3] via P2P/CUMEM/read\n"
+	warn := "gpu-node-00:31001:31098 [1] transport/net_ib.cc:1295 NCCL WARN NET/IB : Got completion from peer 10.1.0.2<53412> with status=12\n"
+	info := "host:1:2 [0] NCCL INFO NET/IB : No device found.\r\n"
+	for _, c := range []struct{ name, in, kept string }{
+		{"empty", "", ""},
+		{"noise only", noise + noise, ""},
+		{"WARN only", warn + warn, warn + warn},
+		{"mixed", noise + warn + "\n" + noise + info + noise, warn + "\n" + info},
+		{"a last line without its newline", warn + strings.TrimSuffix(noise, "\n"), warn},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			kept, shed := Shed([]byte(c.in))
+			assert.Equal(t, c.kept, string(kept))
+			assert.Equal(t, strings.Count(c.in, "INFO Channel"), shed)
+		})
 	}
 }

@@ -40,13 +40,12 @@ func NewWatch(facts Facts, w io.Writer, found func(Diagnosis) string) *Watch {
 // Feed matches a chunk of whole lines at once: the matcher skips the lines
 // that cannot change its result with one scan of the chunk and, when
 // behind, sheds the noise among the others (Noise; not asked of each line
-// of a chunk that holds none, NoiseFree). It returns how many lines were
-// shed.
+// of a chunk that holds none). It returns how many lines were shed.
 func (w *Watch) Feed(p []byte, behind bool) int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	var noise func([]byte) bool
-	if behind && !NoiseFree(p) {
+	if behind && !noiseFree(p) {
 		noise = Noise
 	}
 	if w.m == nil {

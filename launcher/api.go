@@ -23,31 +23,26 @@ const (
 // Tap receives a copy of the child's output for diagnosis, whole lines
 // at a time. The launcher calls it from goroutines of its own, behind a
 // bounded queue, so that a slow Tap never slows the relay nor the child:
-// while the Tap is behind the output, the lines Noise calls noise may be
-// shed, by Lines itself or, when the queue is full, by the relay; when
-// even the other lines do not fit in the queue's bounds they are lost and
-// counted (Result.TapLost).
+// while the Tap is behind the output, the lines no diagnosis needs may be
+// shed, by Lines itself or, when the queue is full, by the relay (Shed);
+// when even the other lines do not fit in the queue's bounds they are
+// lost and counted (Result.TapLost).
 type Tap interface {
 	// Lines takes lines of stream s, each ending in a newline (a last
 	// line without one is given one), each at most MaxLine bytes before
 	// its newline (a longer line is cut to what a terminal shows of it,
 	// the text from its last '\r', in the tap's copy only). When
 	// behind is true the Tap is behind the output: Lines may skip the
-	// lines Noise calls noise instead of diagnosing them, and returns how
+	// lines Shed would drop instead of diagnosing them, and returns how
 	// many it skipped. It is called from one goroutine at a time and must
 	// not retain p.
 	Lines(s Stream, p []byte, behind bool) (shed int)
-	// Noise reports whether line (without its newline) may be shed when
-	// the Tap is behind: a line that no diagnosis needs. It is called
-	// from several goroutines at once and must be cheap: it runs on
-	// every line the relay sheds.
-	Noise(line []byte) bool
-	// NoiseFree reports whether p, whole lines, holds no line Noise calls
-	// noise (false when it may): the relay then keeps or counts the lines
-	// of a chunk the queue cannot take without asking Noise of each. It is
-	// called as Noise is, once a chunk: one scan of it, where Noise of
-	// each line would cost the relay as much as the read it came from.
-	NoiseFree(p []byte) bool
+	// Shed moves the lines of p (whole lines, each ending in a newline)
+	// that a diagnosis needs to the front of p, in place, and returns
+	// them with the number of lines it dropped: the relay keeps or counts
+	// what a full queue cannot take. It is called from several goroutines
+	// at once, on the relay's path, and must cost about one scan of p.
+	Shed(p []byte) (kept []byte, shed int)
 }
 
 // MaxLine is the longest line handed to Tap.Lines.
@@ -139,8 +134,8 @@ type Result struct {
 	ExitCode int
 	// Signal is the signal that killed the child, 0 if it exited.
 	Signal syscall.Signal
-	// TapShed counts the lines Config.Tap.Noise called noise that were
-	// shed because the Tap was behind the output.
+	// TapShed counts the lines shed (Config.Tap.Shed, or Lines while
+	// behind) because the Tap was behind the output.
 	TapShed int64
 	// TapLost counts the other lines that did not reach Config.Tap: more
 	// of them came than the queue's bounds hold (about 3 MiB), or the

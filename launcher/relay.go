@@ -238,7 +238,7 @@ func (t *tap) push(c *tapChunk) {
 	if t.queued.Load()+c.held() <= tapQueueBytes && len(t.ch) < tapQueueLen && t.send(c) {
 		return
 	}
-	kept, shed := t.keepLines(c.p)
+	kept, shed := t.to.Shed(c.p)
 	t.shed.Add(int64(shed))
 	k := &tapChunk{s: c.s, p: kept, buf: c.buf, sorted: true}
 	if c.buf != nil && len(kept) < tapBufMin {
@@ -273,33 +273,6 @@ func (t *tap) send(c *tapChunk) bool {
 }
 
 var newline = []byte{'\n'}
-
-// keepLines is keepLines of p with the Tap's Noise, which is not asked
-// when the Tap says p holds no noise (a burst of WARN lines).
-func (t *tap) keepLines(p []byte) (kept []byte, shed int) {
-	if t.to.NoiseFree(p) {
-		return p, 0
-	}
-	return keepLines(p, t.to.Noise)
-}
-
-// keepLines moves the lines of p (each ending in a newline) that noise
-// does not call noise to the front of p and returns them, with the number
-// of lines shed.
-func keepLines(p []byte, noise func([]byte) bool) (kept []byte, shed int) {
-	w := 0
-	for r := 0; r < len(p); {
-		end := r + bytes.IndexByte(p[r:], '\n') + 1
-		line := p[r:end]
-		if noise(line[:len(line)-1]) {
-			shed++
-		} else {
-			w += copy(p[w:], line)
-		}
-		r = end
-	}
-	return p[:w], shed
-}
 
 // cutLong cuts each line of p longer than MaxLine to what a terminal
 // shows of it (internal/shown), at most MaxLine bytes, and its newline, in
@@ -353,7 +326,7 @@ func (t *tap) consume() {
 				drainStart = now
 			}
 			if drainLines >= tapDrainLines && now.Sub(drainStart) >= t.drainTime {
-				kept, shed := t.keepLines(p)
+				kept, shed := t.to.Shed(p)
 				t.shed.Add(int64(shed))
 				t.lost.Add(int64(bytes.Count(kept, newline)))
 				t.queued.Add(-c.held())

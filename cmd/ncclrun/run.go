@@ -323,14 +323,10 @@ func newWatch(e *env, rep preflight.Report, s settings, h *hangRun) *watch {
 // tap is behind, the noise among its lines is shed.
 func (w *watch) Lines(_ launcher.Stream, p []byte, behind bool) int { return w.Feed(p, behind) }
 
-// Noise is launcher.Tap.Noise: NCCL's per-channel INFO lines and the
-// like, which the tap sheds when the matcher falls behind a burst; every
-// other line (WARN lines, errors) is kept.
-func (w *watch) Noise(line []byte) bool { return diagnosis.Noise(line) }
-
-// NoiseFree is launcher.Tap.NoiseFree: a chunk without "INFO " holds no
-// noise (diagnosis.NoiseFree).
-func (w *watch) NoiseFree(p []byte) bool { return diagnosis.NoiseFree(p) }
+// Shed is launcher.Tap.Shed: NCCL's per-channel INFO lines and the like
+// go when the matcher falls behind a burst; every other line (WARN lines,
+// errors) is kept (diagnosis.Shed).
+func (w *watch) Shed(p []byte) ([]byte, int) { return diagnosis.Shed(p) }
 
 // supervise is run's supervise stage: unless a terminating signal came
 // before the start, start CMD with its output relayed and tapped into w,

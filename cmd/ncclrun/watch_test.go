@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -13,8 +12,8 @@ import (
 
 // TestWatchIsTheTap: run's watch is the launcher's Tap over a
 // diagnosis.Watch: a chunk goes to the Watch (a cause in it is printed at
-// once), and Noise is diagnosis.Noise: the per-channel lines, never a WARN
-// line or an error.
+// once), and Shed is diagnosis.Shed: the per-channel lines go, never a
+// WARN line or an error.
 func TestWatchIsTheTap(t *testing.T) {
 	noise := "gpu-node-00:31000:31097 [0] NCCL INFO Channel 22/0 : 1[1] -> 0[0] [receive] via NET/IB/2/GDRDMA\n"
 	memlock := "node-a:1234:1300 [0] misc/ibvwrap.cc:212 NCCL WARN Call to ibv_reg_mr_iova2 failed with error Cannot allocate memory\n"
@@ -26,10 +25,7 @@ func TestWatchIsTheTap(t *testing.T) {
 	_, _, written := w.Result()
 	assert.Equal(t, map[string]bool{"memlock": true}, written)
 	assert.Contains(t, stderr.String(), "ncclrun: Memory registration failed")
-	for _, l := range []string{noise} {
-		assert.True(t, tap.Noise([]byte(strings.TrimSuffix(l, "\n"))), l)
-	}
-	for _, l := range []string{memlock, generic} {
-		assert.False(t, tap.Noise([]byte(strings.TrimSuffix(l, "\n"))), l)
-	}
+	kept, shed := tap.Shed([]byte(noise + memlock + noise + generic))
+	assert.Equal(t, memlock+generic, string(kept))
+	assert.Equal(t, 2, shed)
 }
