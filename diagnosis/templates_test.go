@@ -21,11 +21,11 @@ var memlockHow = func() string {
 func TestFactSentencesAreCatalogData(t *testing.T) {
 	require.NotEmpty(t, memlockHow)
 	base := Entry{ID: "x", Title: "t", Cause: "plain cause.", Fix: "f", Priority: 60,
-		Patterns: []Pattern{{Name: "p", Re: `XWARN`, Literals: []string{"XWARN"}}}}
+		Patterns: []Pattern{{Name: "p", Re: `XWARN`}}}
 	ko := Entry{ID: "k", Title: "t", Cause: "knock cause.", Fix: "f", Priority: 40, KnockOn: true,
-		KnockOnNote: "After {failure}.", Patterns: []Pattern{{Name: "p", Re: `KWARN`, Literals: []string{"KWARN"}}}}
+		KnockOnNote: "After {failure}.", Patterns: []Pattern{{Name: "p", Re: `KWARN`}}}
 	gen := Entry{ID: "g", Title: "t", Cause: "generic.", Fix: "f", Priority: 10, Generic: true, HiddenBy: 70, HeldBack: true,
-		Patterns: []Pattern{{Name: "p", Re: `GWARN`, Literals: []string{"GWARN"}}}}
+		Patterns: []Pattern{{Name: "p", Re: `GWARN`}}}
 	withFacts := base
 	withFacts.FactCause = "ran with {seen}."
 	withFacts.FactNote = "shm {shm_size}, ports {rdma_ports}."

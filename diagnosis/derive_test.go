@@ -1,0 +1,95 @@
+package diagnosis
+
+import (
+	"regexp"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestDerivedLiterals: the literals of an expression are strings every
+// match holds, expanded from small classes and alternations, and chosen
+// among a concatenation's parts by how rarely healthy NCCL lines hold
+// them.
+func TestDerivedLiterals(t *testing.T) {
+	for _, c := range []struct {
+		re   string
+		want []string // nil: none
+	}{
+		{`Call to ibv_reg_mr failed`, []string{"Call to ibv_reg_mr failed"}},
+		{`NCCL [Ee]rror \d+:`, []string{"NCCL Error ", "NCCL error "}},
+		{`(?i)oops!`, []string{"OOPS!", "OOPs!", "OOpS!", "OOps!", "OoPS!", "OoPs!", "OopS!", "Oops!", "oOPS!", "oOPs!", "oOpS!", "oOps!", "ooPS!", "ooPs!", "oopS!", "oops!"}},
+		{`\bnNodes 1\b|\d\] via (?:P2P|SHM)/`, []string{"0] via P2P/", "0] via SHM/", "1] via P2P/", "1] via SHM/", "2] via P2P/", "2] via SHM/", "3] via P2P/", "3] via SHM/", "4] via P2P/", "4] via SHM/", "5] via P2P/", "5] via SHM/", "6] via P2P/", "6] via SHM/", "7] via P2P/", "7] via SHM/", "8] via P2P/", "8] via SHM/", "9] via P2P/", "9] via SHM/", "nNodes 1"}},
+		// Of a concatenation, the part healthy INFO lines hold least:
+		// not "NCCL INFO", which every one of them holds.
+		{`NCCL INFO .*Got completion from peer`, []string{"Got completion from peer"}},
+		{`(?:abc)+ defgh`, []string{" defgh"}},
+		{`x{2,}yyyy`, []string{"yyyy"}},
+		{`a?`, nil},
+		{`.*`, nil},
+		{`foo|.*bar`, []string{"bar", "foo"}},
+		{`foo|x*`, nil},
+	} {
+		got, ok := derivedLiterals(c.re)
+		if c.want == nil {
+			assert.False(t, ok, "%s: %q", c.re, got)
+			continue
+		}
+		require.True(t, ok, c.re)
+		assert.Equal(t, c.want, got, c.re)
+	}
+}
+
+// TestDerivedLiteralsInEveryMatch: over every test line, whatever an
+// expression of the catalog (or one of its negative patterns) matches
+// holds one of the literals derived from it.
+func TestDerivedLiteralsInEveryMatch(t *testing.T) {
+	var exprs []string
+	for _, e := range DefaultCatalog().Entries() {
+		exprs = append(exprs, e.Not...)
+		for _, p := range e.Patterns {
+			exprs = append(append(exprs, p.Re), p.Not...)
+		}
+	}
+	lines := allTestLines(t)
+	step := 1
+	if raceEnabled {
+		step = 8
+	}
+	for _, x := range exprs {
+		lits, ok := derivedLiterals(x)
+		if !ok {
+			continue // a negative pattern may have none
+		}
+		re := regexp.MustCompile(x)
+		for i := 0; i < len(lines); i += step {
+			m := re.FindString(lines[i])
+			if m == "" && !re.MatchString(lines[i]) {
+				continue
+			}
+			assert.True(t, containsOne(m, lits), "%s matches %q in %q, which holds none of %q", x, m, lines[i], lits)
+		}
+	}
+}
+
+func containsOne(s string, lits []string) bool {
+	for _, l := range lits {
+		if regexp.MustCompile(regexp.QuoteMeta(l)).MatchString(s) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestShippedLiteralsFilter: every literal derived from the shipped
+// catalog is long enough for the gram filter, which would otherwise pass
+// every line to the automaton.
+func TestShippedLiteralsFilter(t *testing.T) {
+	for _, p := range DefaultCatalog().pats {
+		for _, l := range p.Literals {
+			assert.GreaterOrEqual(t, len(l), gramLen+1, "%s/%s: %q", p.entry.ID, p.Name, l)
+		}
+		assert.True(t, p.gramsOK, "%s/%s", p.entry.ID, p.Name)
+	}
+}
