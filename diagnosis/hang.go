@@ -420,9 +420,6 @@ var (
 	// Desync debug and monitored_barrier name the ranks themselves.
 	laggingRe = regexp.MustCompile(`ranks? \[([\d,\s]+)\] (?:are|is) the lagging ranks?`)
 	barrierRe = regexp.MustCompile(`Ranks? ([\d,\s]+?) failed to pass monitoredBarrier`)
-	// NCCL's communicator line: "comm 0x... rank 1 nranks 8 cudaDev 1".
-	// The largest communicator is the default PG's: the job's size.
-	nranksRe = regexp.MustCompile(`NCCL INFO .*\brank \d+ nranks (\d+)\b`)
 	// srun's end of a task: "HOST: tasks 0-3,5: Aborted", "HOST: task 12: Terminated".
 	srunTasksRe = regexp.MustCompile(`^([\w.-]+): tasks? ([\d,\-]+):`)
 	// An environment dump's job size.
@@ -467,10 +464,8 @@ func (s *HangScan) feed(line []byte, full bool) {
 			host = pl.Host // Ray's "(Worker pid=N, ip=A)"
 		}
 	}
-	if m := match(nranksRe, " nranks ", body); m != nil {
-		if n, err := strconv.Atoi(string(m[1])); err == nil && n > s.seenWorld && n < 1<<24 {
-			s.seenWorld = n
-		}
+	if n := nranksOf(body); n > s.seenWorld && n < 1<<24 {
+		s.seenWorld = n
 	}
 	if s.view.Capped && !bytes.Contains(body, []byte("dump signal")) && !bytes.Contains(body, []byte("lagging")) && !bytes.Contains(body, []byte("monitoredBarrier")) {
 		return // past the records kept, only the lines that name a stalled rank count
@@ -615,6 +610,33 @@ func parseRanks(b []byte) []int {
 
 // match is re's submatches in body, looked for only where body holds lit
 // (most lines do not: a substring search is cheaper than the expression).
+// nranksOf is N of an NCCL INFO line's "rank R nranks N" ("comm 0x...
+// rank 1 nranks 8 cudaDev 1": its communicator's size; the largest is the
+// default PG's, the job's size), -1 when it has none. Every rank prints it at
+// init, and a healthy INFO log holds it by the hundred thousand: read by
+// hand, where an expression would scan the line from each "NCCL INFO".
+func nranksOf(body []byte) int {
+	const rank, nranks = "rank ", " nranks "
+	i := bytes.Index(body, []byte(nranks))
+	if i < 0 {
+		return -1
+	}
+	j := i
+	for j > 0 && isDigit(body[j-1]) {
+		j--
+	}
+	k := j - len(rank)
+	if j == i || k < 0 || string(body[k:j]) != rank || k > 0 && isWordByte(body[k-1]) ||
+		!bytes.Contains(body[:k], []byte("NCCL INFO ")) {
+		return -1
+	}
+	n, end, ok := digits(body, i+len(nranks), 9)
+	if !ok || end < len(body) && isWordByte(body[end]) {
+		return -1
+	}
+	return n
+}
+
 func match(re *regexp.Regexp, lit string, body []byte) [][]byte {
 	if !bytes.Contains(body, []byte(lit)) {
 		return nil

@@ -349,3 +349,23 @@ func TestHangFilterKeepsEveryLiteral(t *testing.T) {
 	}
 	assert.False(t, f.mayMatch([]byte("gpu-node-00:31002:31099 [2] NCCL INFO Channel 14/0 : 2[2] -> 3[3] via P2P/CUMEM/read")))
 }
+
+// TestNranksOf: a communicator's size is read from NCCL's INFO line only.
+func TestNranksOf(t *testing.T) {
+	for _, c := range []struct {
+		line string
+		want int
+	}{
+		{"gpu-node-01:31009:31203 [1] NCCL INFO ncclCommInitRank comm 0x55d2c4a1b001 rank 9 nranks 16 cudaDev 1 nvmlDev 1 busId 19000 commId 0x7c1d3e9a - Init COMPLETE", 16},
+		{"h:1:2 [0] NCCL INFO comm 0x1 rank 0 nranks 8 cudaDev 0 busId 1000 - Init COMPLETE", 8},
+		{"h:1:2 [0] NCCL INFO comm 0x1 rank 0 nranks 8", 8},
+		{"h:1:2 [0] NCCL WARN comm 0x1 rank 0 nranks 8", -1},
+		{"h:1:2 [0] NCCL INFO comm 0x1 myrank 0 nranks 8", -1},
+		{"h:1:2 [0] NCCL INFO comm 0x1 rank x nranks 8", -1},
+		{"h:1:2 [0] NCCL INFO comm 0x1 rank 0 nranks 8x", -1},
+		{"h:1:2 [0] NCCL INFO comm 0x1 rank 0 nranks ", -1},
+		{"rank 0 nranks 8 NCCL INFO", -1},
+	} {
+		assert.Equal(t, c.want, nranksOf([]byte(c.line)), c.line)
+	}
+}
