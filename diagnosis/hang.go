@@ -393,39 +393,41 @@ func tagNumber(b []byte, end string) (int, []byte, bool) {
 	return n, b[i+len(end):], true
 }
 
-// The lines, by version (docs/hangs.md has the table and the sources).
+// The lines, by version (docs/hangs.md has the table and the sources),
+// compiled on first use: a run whose CMD prints nothing never pays for
+// them.
 var (
 	// The watchdog's timeout, every version: 2.0 and earlier have no Numel.
-	watchdogRe = regexp.MustCompile(`Watchdog caught collective operation timeout: WorkNCCL\(SeqNum=(\d+),\s*OpType=(\w+)(?:,\s*NumelIn=(-?\d+),\s*NumelOut=(-?\d+))?`)
+	watchdogRe = lazyRe(`Watchdog caught collective operation timeout: WorkNCCL\(SeqNum=(\d+),\s*OpType=(\w+)(?:,\s*NumelIn=(-?\d+),\s*NumelOut=(-?\d+))?`)
 	// The PG status: 2.3 nightlies ("Exception hit in NCCL work: S"),
 	// 2.4-2.5 ("... detected by watchdog at work: S, last enqueued NCCL
 	// work: E, last completed NCCL work: C." and "Timeout at NCCL work:
 	// S, ..."), 2.6+ ("failure detected by watchdog at work sequence id:
 	// S PG status: last enqueued work: E, last completed work: C"), a dev
 	// branch ("Work timeout is detected by watchdog at work: S").
-	statusSeqRe = regexp.MustCompile(`(?:Exception hit in NCCL work|detected by watchdog at work(?: sequence id)?|Timeout at NCCL work):\s*(\d+)`)
-	countersRe  = regexp.MustCompile(`[Ll]ast enqueued (?:NCCL )?work:\s*(-?\d+),\s*last completed (?:NCCL )?work:\s*(-?\d+)`)
+	statusSeqRe = lazyRe(`(?:Exception hit in NCCL work|detected by watchdog at work(?: sequence id)?|Timeout at NCCL work):\s*(\d+)`)
+	countersRe  = lazyRe(`[Ll]ast enqueued (?:NCCL )?work:\s*(-?\d+),\s*last completed (?:NCCL )?work:\s*(-?\d+)`)
 	// The dump signal (2.3+): the counters are the monitor's PG's.
-	dumpRe = regexp.MustCompile(`Received a dump signal due to a collective timeout from\s+(?:rank\s+(\d+)|this local rank)`)
+	dumpRe = lazyRe(`Received a dump signal due to a collective timeout from\s+(?:rank\s+(\d+)|this local rank)`)
 	// The PG prefix: "[PG 0 Rank 1]", "[PG 0 (default_pg) Rank 1]", "[PG
 	// ID 2 PG GUID 3 Rank 3]", "[PG ID 0 PG GUID 0(default_pg) Rank 7]",
 	// "[PG GUID 3 Rank 1]".
-	pgRe = regexp.MustCompile(`\[PG (?:ID \d+ PG GUID |GUID )?(\d+)\s*(\([^)]*\))?\s*Rank (\d+)\]`)
+	pgRe = lazyRe(`\[PG (?:ID \d+ PG GUID |GUID )?(\d+)\s*(\([^)]*\))?\s*Rank (\d+)\]`)
 	// "[Rank N]" in the message: the rank within the work's PG.
-	workRankRe = regexp.MustCompile(`\[Rank (\d+)\]`)
+	workRankRe = lazyRe(`\[Rank (\d+)\]`)
 	// Gloo: "Timed out waiting 1800000ms for recv operation to complete".
-	glooRe = regexp.MustCompile(`Timed out waiting \d+ ?ms for (?:send|recv) operation to complete`)
+	glooRe = lazyRe(`Timed out waiting \d+ ?ms for (?:send|recv) operation to complete`)
 	// Gloo pairs closed after another rank's timeout.
-	glooClosedRe = regexp.MustCompile(`Connection closed by peer|Connection reset by peer|Application timeout caused pair closure`)
+	glooClosedRe = lazyRe(`Connection closed by peer|Connection reset by peer|Application timeout caused pair closure`)
 	// Desync debug and monitored_barrier name the ranks themselves.
-	laggingRe = regexp.MustCompile(`ranks? \[([\d,\s]+)\] (?:are|is) the lagging ranks?`)
-	barrierRe = regexp.MustCompile(`Ranks? ([\d,\s]+?) failed to pass monitoredBarrier`)
+	laggingRe = lazyRe(`ranks? \[([\d,\s]+)\] (?:are|is) the lagging ranks?`)
+	barrierRe = lazyRe(`Ranks? ([\d,\s]+?) failed to pass monitoredBarrier`)
 	// srun's end of a task: "HOST: tasks 0-3,5: Aborted", "HOST: task 12: Terminated".
-	srunTasksRe = regexp.MustCompile(`^([\w.-]+): tasks? ([\d,\-]+):`)
+	srunTasksRe = lazyRe(`^([\w.-]+): tasks? ([\d,\-]+):`)
 	// An environment dump's job size.
-	worldSizeRe = regexp.MustCompile(`\bWORLD_SIZE=(\d+)\b`)
+	worldSizeRe = lazyRe(`\bWORLD_SIZE=(\d+)\b`)
 	// The summary's rank field: "rank      : 1 (local_rank: 1)".
-	sumRankRe = regexp.MustCompile(`^rank\s+: (\d+) \(local_rank: (\d+)\)`)
+	sumRankRe = lazyRe(`^rank\s+: (\d+) \(local_rank: (\d+)\)`)
 )
 
 // feed reads one line; full says the line may carry one of hangLits.
@@ -481,7 +483,7 @@ func (s *HangScan) feed(line []byte, full bool) {
 	}
 	if m := match(watchdogRe, "Watchdog caught", body); m != nil {
 		if rank < 0 {
-			if w := workRankRe.FindSubmatch(body); w != nil {
+			if w := workRankRe().FindSubmatch(body); w != nil {
 				rank, _ = strconv.Atoi(string(w[1]))
 			}
 		}
@@ -505,7 +507,7 @@ func (s *HangScan) feed(line []byte, full bool) {
 		}
 		seq, _ := strconv.ParseInt(string(m[1]), 10, 64)
 		r := HangRecord{Kind: recTimeout, PG: pg, Rank: rank, Host: host, Seq: seq, Line: keptLine(body)}
-		if c := countersRe.FindSubmatch(body); c != nil {
+		if c := countersRe().FindSubmatch(body); c != nil {
 			r.Counted = true
 			r.Enq, _ = strconv.ParseInt(string(c[1]), 10, 64)
 			r.Comp, _ = strconv.ParseInt(string(c[2]), 10, 64)
@@ -513,13 +515,13 @@ func (s *HangScan) feed(line []byte, full bool) {
 		s.record(r)
 		return
 	}
-	if bytes.Contains(body, []byte("dump signal")) && dumpRe.Match(body) {
+	if bytes.Contains(body, []byte("dump signal")) && dumpRe().Match(body) {
 		s.view.TimedOut = true
 		if rank < 0 {
 			return
 		}
 		r := HangRecord{Kind: recStatus, PG: pg, Rank: rank, Host: host, Line: keptLine(body)}
-		if c := countersRe.FindSubmatch(body); c != nil {
+		if c := countersRe().FindSubmatch(body); c != nil {
 			r.Counted = true
 			r.Enq, _ = strconv.ParseInt(string(c[1]), 10, 64)
 			r.Comp, _ = strconv.ParseInt(string(c[2]), 10, 64)
@@ -527,7 +529,7 @@ func (s *HangScan) feed(line []byte, full bool) {
 		s.record(r)
 		return
 	}
-	if bytes.Contains(body, []byte("Timed out waiting")) && glooRe.Match(body) {
+	if bytes.Contains(body, []byte("Timed out waiting")) && glooRe().Match(body) {
 		s.view.TimedOut = true
 		if s.sum.on {
 			s.sum.timedOut, s.sum.line = true, keptLine(body)
@@ -537,7 +539,7 @@ func (s *HangScan) feed(line []byte, full bool) {
 		}
 		return
 	}
-	if (bytes.Contains(body, []byte("Connection")) || bytes.Contains(body, []byte("pair closure"))) && glooClosedRe.Match(body) {
+	if (bytes.Contains(body, []byte("Connection")) || bytes.Contains(body, []byte("pair closure"))) && glooClosedRe().Match(body) {
 		if s.sum.on {
 			s.sum.closed, s.sum.line = true, keptLine(body)
 		}
@@ -563,7 +565,7 @@ func (s *HangScan) feed(line []byte, full bool) {
 // --nproc_per_node 8 ...").
 func (s *HangScan) sizeHints(body []byte) {
 	if rest, ok := bytes.CutPrefix(body, []byte("srun: error: ")); ok {
-		if m := srunTasksRe.FindSubmatch(rest); m != nil {
+		if m := srunTasksRe().FindSubmatch(rest); m != nil {
 			host := printable.String(string(m[1]))
 			for _, r := range parseRanks(m[2]) {
 				s.sawRank(r, host)
@@ -637,11 +639,11 @@ func nranksOf(body []byte) int {
 	return n
 }
 
-func match(re *regexp.Regexp, lit string, body []byte) [][]byte {
+func match(re func() *regexp.Regexp, lit string, body []byte) [][]byte {
 	if !bytes.Contains(body, []byte(lit)) {
 		return nil
 	}
-	return re.FindSubmatch(body)
+	return re().FindSubmatch(body)
 }
 
 // lagging records the ranks a desync report or monitored_barrier named.
@@ -757,7 +759,7 @@ func (s *HangScan) summaryLine(body []byte, pod string) {
 		}
 		s.sum = sumEntry{on: true, host: printable.String(h), rank: -1, local: -1}
 	case s.sum.on && bytes.HasPrefix(b, []byte("rank      : ")):
-		if m := sumRankRe.FindSubmatch(b); m != nil {
+		if m := sumRankRe().FindSubmatch(b); m != nil {
 			s.sum.rank, _ = strconv.Atoi(string(m[1]))
 			s.sum.local, _ = strconv.Atoi(string(m[2]))
 		}

@@ -61,19 +61,49 @@ func commandFlags(command string) []cli.Flag {
 			// refuse it (docs/cli.md).
 			envs = []string{f.Env}
 		}
+		names := append([]string{f.Name}, f.Aliases...)
 		switch f.Kind {
 		case cmdline.Bool:
-			out = append(out, &cli.BoolFlag{Name: f.Name, Aliases: f.Aliases, Usage: f.Usage, EnvVars: envs})
+			out = append(out, &boolFlag{&cli.BoolFlag{Name: f.Name, Aliases: f.Aliases, Usage: f.Usage, EnvVars: envs}, names})
 		case cmdline.Strings:
-			out = append(out, &cli.StringSliceFlag{Name: f.Name, Aliases: f.Aliases, Usage: f.Usage, EnvVars: envs, DefaultText: f.DefaultText})
+			out = append(out, &stringsFlag{&cli.StringSliceFlag{Name: f.Name, Aliases: f.Aliases, Usage: f.Usage, EnvVars: envs, DefaultText: f.DefaultText}, names})
 		case cmdline.Duration:
-			out = append(out, &cli.DurationFlag{Name: f.Name, Aliases: f.Aliases, Usage: f.Usage, EnvVars: envs, DefaultText: f.DefaultText})
+			out = append(out, &durationFlag{&cli.DurationFlag{Name: f.Name, Aliases: f.Aliases, Usage: f.Usage, EnvVars: envs, DefaultText: f.DefaultText}, names})
 		default:
-			out = append(out, &cli.StringFlag{Name: f.Name, Aliases: f.Aliases, Usage: f.Usage, EnvVars: envs, Value: f.Default, DefaultText: f.DefaultText})
+			out = append(out, &stringFlag{&cli.StringFlag{Name: f.Name, Aliases: f.Aliases, Usage: f.Usage, EnvVars: envs, Value: f.Default, DefaultText: f.DefaultText}, names})
 		}
 	}
 	return out
 }
+
+// The library's flags work out their names with a regular expression
+// each time they are asked, and before a command runs it asks, for each
+// flag that is not set, every flag's names (runFlagActions, IsSet): a
+// fifth of a millisecond of every run's start with run's flags. These
+// flags answer with the names internal/cmdline gave them.
+type (
+	boolFlag struct {
+		*cli.BoolFlag
+		names []string
+	}
+	stringsFlag struct {
+		*cli.StringSliceFlag
+		names []string
+	}
+	durationFlag struct {
+		*cli.DurationFlag
+		names []string
+	}
+	stringFlag struct {
+		*cli.StringFlag
+		names []string
+	}
+)
+
+func (f *boolFlag) Names() []string     { return f.names }
+func (f *stringsFlag) Names() []string  { return f.names }
+func (f *durationFlag) Names() []string { return f.names }
+func (f *stringFlag) Names() []string   { return f.names }
 
 // normalize rewrites argv so that urfave sees `ncclrun COMMAND FLAGS... ARGS...`:
 // flags before the command move after it (the command's parser refuses

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -83,19 +82,6 @@ func newHangPlan(u *launcher.User) hangPlan {
 func envHangPlan() hangPlan {
 	dir := filepath.Join(os.TempDir(), "ncclrun-hang-XXXXXXXXX")
 	return hangPlan{dir: dir, frPrefix: filepath.Join(dir, frPrefixName), rasAddr: "127.0.0.1:PORT"}
-}
-
-// freeLoopback is 127.0.0.1 with a port free now: RAS's client socket
-// serves only local clients (its peers talk over NCCL's bootstrap
-// interface), and every job on a node would otherwise share port 28028,
-// where another job's RAS may answer. "" when no port could be had.
-func freeLoopback() string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return ""
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 // hangEnv are the variables hang capture adds to CMD's environment. A
@@ -378,6 +364,12 @@ func joinHang(lines *diagnosis.Hang, live *hangReport) *hangReport {
 // capture and no dump. The evidence directory is removed when it holds
 // nothing.
 func (h *hangRun) report() *hangReport {
+	h.mu.Lock()
+	captured := h.ev != nil
+	h.mu.Unlock()
+	if !captured && h.plan.dir != "" && strings.HasPrefix(h.frPref, h.plan.dir) && os.Remove(h.plan.dir) == nil {
+		return nil // the evidence directory was empty: no dump, no capture
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	var dumps []hang.Dump

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -290,4 +291,14 @@ func TestHangAfterEndsWithTheMainChild(t *testing.T) {
 	h.fire("no output from CMD", true)
 	assert.Empty(t, h.trigger, "a capture started after the main child exited")
 	h.end()
+}
+
+// TestFreeLoopback: the RAS address run gives a job is a loopback port
+// that is free: a listener can take it.
+func TestFreeLoopback(t *testing.T) {
+	addr := freeLoopback()
+	require.True(t, strings.HasPrefix(addr, "127.0.0.1:"), addr)
+	ln, err := net.Listen("tcp", addr)
+	require.NoError(t, err)
+	require.NoError(t, ln.Close())
 }
