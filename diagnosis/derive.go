@@ -109,15 +109,7 @@ func required(t *syntax.Regexp) ([]string, bool) {
 			return required(t.Sub[0])
 		}
 	case syntax.OpAlternate:
-		var all []string
-		for _, s := range t.Sub {
-			set, ok := required(s)
-			if !ok || len(all)+len(set) > maxLits {
-				return nil, false
-			}
-			all = append(all, set...)
-		}
-		return all, true
+		return union(t.Sub, required)
 	case syntax.OpConcat:
 		var best []string
 		var run []string // the strings of the current run of exact parts
@@ -201,15 +193,7 @@ func exact(t *syntax.Regexp) ([]string, bool) {
 		}
 		return append(set, ""), true
 	case syntax.OpAlternate:
-		var all []string
-		for _, s := range t.Sub {
-			set, ok := exact(s)
-			if !ok || len(all)+len(set) > maxLits {
-				return nil, false
-			}
-			all = append(all, set...)
-		}
-		return all, true
+		return union(t.Sub, exact)
 	case syntax.OpConcat:
 		all := []string{""}
 		for _, s := range t.Sub {
@@ -224,6 +208,20 @@ func exact(t *syntax.Regexp) ([]string, bool) {
 		return all, true
 	}
 	return nil, false
+}
+
+// union is every string of of(s) for each s of subs, when each has
+// them and they are at most maxLits.
+func union(subs []*syntax.Regexp, of func(*syntax.Regexp) ([]string, bool)) ([]string, bool) {
+	var all []string
+	for _, s := range subs {
+		set, ok := of(s)
+		if !ok || len(all)+len(set) > maxLits {
+			return nil, false
+		}
+		all = append(all, set...)
+	}
+	return all, true
 }
 
 // cross is every string of a followed by every string of b, when they
