@@ -192,7 +192,7 @@ func (m *Matcher) record(p *cpattern, v *lineView, local bool) *state {
 		m.addHostBytes(st, v.host())
 		return m.sighted(st, p, v, local)
 	}
-	pl := ParseLine(line)
+	pl := v.parse()
 	switch {
 	case pl.Start >= 0 && pl.Host != "" && pl.PID != 0:
 		id := procID{hashString(pl.Host), int64(pl.PID)}
@@ -245,13 +245,13 @@ func (m *Matcher) sighted(st *state, p *cpattern, v *lineView, local bool) *stat
 				// Run's facts apply once this host printed it too.
 				s.local = true
 			}
-			if s.hostless && ParseLine(line).Host != "" {
+			if s.hostless && v.parse().Host != "" {
 				s.hostless = false
 			}
 			return st
 		}
 	}
-	pl := ParseLine(line)
+	pl := v.parse()
 	place := placeOf(line, pl)
 	if place.Host == "" && m.sum.on && m.sum.hostName != "" {
 		place.Host = m.sum.hostName

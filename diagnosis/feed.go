@@ -417,7 +417,7 @@ func (m *Matcher) seeHost(v *lineView) bool {
 		}
 		h, pid = string(v.host()), v.f.pid
 	} else {
-		pl := ParseLine(v.line)
+		pl := v.parse()
 		if pl.Start < 0 && pl.PID == 0 {
 			return false
 		}
@@ -593,7 +593,7 @@ func (m *Matcher) noteHostAddr(p *cpattern, v *lineView) {
 		m.addrLines[k] = struct{}{}
 		host = string(v.host())
 	} else {
-		host = ParseLine(v.line).Host
+		host = v.parse().Host
 	}
 	if host == "" {
 		return
@@ -663,7 +663,7 @@ func (v *lineView) lineProc() procID {
 	if v.raw {
 		return v.proc()
 	}
-	if pl := ParseLine(v.line); pl.Start >= 0 && pl.Host != "" && pl.PID != 0 {
+	if pl := v.parse(); pl.Start >= 0 && pl.Host != "" && pl.PID != 0 {
 		return procID{hashString(pl.Host), int64(pl.PID)}
 	}
 	return procID{}

@@ -112,6 +112,19 @@ type lineView struct {
 	prefix, raw bool
 	f           prefixAt0
 	what        prefixAt0 // scanWhat of text, when prefix
+	// pl is ParseLine of the line once parse has run (parsed): the
+	// fields as strings, which only a line that is counted, placed or
+	// not NCCL's needs.
+	pl     Line
+	parsed bool
+}
+
+// parse is ParseLine of the line, read once whoever asks.
+func (v *lineView) parse() Line {
+	if !v.parsed {
+		v.pl, v.parsed = ParseLine(v.line), true
+	}
+	return v.pl
 }
 
 // viewOf parses line (trimmed of its end of line).

@@ -143,7 +143,7 @@ func (m *Matcher) isLocal(v *lineView) bool {
 		m.noteRemoteWarn(line)
 		return false
 	}
-	pl := ParseLine(line)
+	pl := v.parse()
 	if pl.Start >= 0 && pl.Host != "" {
 		if sameHost(pl.Host, m.facts.Host) {
 			return true
