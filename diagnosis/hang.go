@@ -507,12 +507,7 @@ func (s *HangScan) feed(line []byte, full bool) {
 		}
 		seq, _ := strconv.ParseInt(string(m[1]), 10, 64)
 		r := HangRecord{Kind: recTimeout, PG: pg, Rank: rank, Host: host, Seq: seq, Line: keptLine(body)}
-		if c := countersRe().FindSubmatch(body); c != nil {
-			r.Counted = true
-			r.Enq, _ = strconv.ParseInt(string(c[1]), 10, 64)
-			r.Comp, _ = strconv.ParseInt(string(c[2]), 10, 64)
-		}
-		s.record(r)
+		s.record(r.withCounters(body))
 		return
 	}
 	if bytes.Contains(body, []byte("dump signal")) && dumpRe().Match(body) {
@@ -521,12 +516,7 @@ func (s *HangScan) feed(line []byte, full bool) {
 			return
 		}
 		r := HangRecord{Kind: recStatus, PG: pg, Rank: rank, Host: host, Line: keptLine(body)}
-		if c := countersRe().FindSubmatch(body); c != nil {
-			r.Counted = true
-			r.Enq, _ = strconv.ParseInt(string(c[1]), 10, 64)
-			r.Comp, _ = strconv.ParseInt(string(c[2]), 10, 64)
-		}
-		s.record(r)
+		s.record(r.withCounters(body))
 		return
 	}
 	if bytes.Contains(body, []byte("Timed out waiting")) && glooRe().Match(body) {
@@ -612,6 +602,17 @@ func parseRanks(b []byte) []int {
 
 // match is re's submatches in body, looked for only where body holds lit
 // (most lines do not: a substring search is cheaper than the expression).
+// withCounters is r with the PG status's last enqueued and completed
+// work of body, when it names them.
+func (r HangRecord) withCounters(body []byte) HangRecord {
+	if c := countersRe().FindSubmatch(body); c != nil {
+		r.Counted = true
+		r.Enq, _ = strconv.ParseInt(string(c[1]), 10, 64)
+		r.Comp, _ = strconv.ParseInt(string(c[2]), 10, 64)
+	}
+	return r
+}
+
 // nranksOf is N of an NCCL INFO line's "rank R nranks N" ("comm 0x...
 // rank 1 nranks 8 cudaDev 1": its communicator's size; the largest is the
 // default PG's, the job's size), -1 when it has none. Every rank prints it at
