@@ -54,8 +54,12 @@ const hangTolerance = 8 * time.Second
 // ncclrun.
 func TestMultinodeHangGloo(t *testing.T) {
 	const stall = 1
+	// The agents look at their workers every 4 s: a rank that waited in
+	// the collective prints its own timeout before its agent stops it
+	// for another local rank's exit. Every second, on a loaded machine,
+	// rank 2 could be stopped first, and its silence read as the stall.
 	plain, via := pair(t, 2, 2, "mn.py", func(int) []string {
-		return []string{"MODE=stall", "STALL_RANK=1", "GLOO_TIMEOUT=5"}
+		return []string{"MODE=stall", "STALL_RANK=1", "GLOO_TIMEOUT=5", "MONITOR_INTERVAL=4"}
 	}, nil)
 	for i := range via {
 		t.Logf("%s: exit %d in %v plain, exit %d in %v through ncclrun", via[i].host, plain[i].code, plain[i].took, via[i].code, via[i].took)

@@ -286,18 +286,27 @@ func torchJob(t *testing.T, c *cluster, tr string, via bool, nproc int, script s
 	t.Helper()
 	var j job
 	for i := range c.hosts {
+		var extra []string
+		if env != nil {
+			extra = env(i)
+		}
+		// torchrun's agent looks at its workers every second, unless the
+		// job's environment says MONITOR_INTERVAL (the harness's own
+		// variable).
+		monitor := "1"
+		for _, kv := range extra {
+			if v, ok := strings.CutPrefix(kv, "MONITOR_INTERVAL="); ok {
+				monitor = v
+			}
+		}
 		argv := []string{tr, "--nnodes", strconv.Itoa(len(c.hosts)), "--nproc_per_node", strconv.Itoa(nproc),
 			"--rdzv_backend", "c10d", "--rdzv_endpoint", addr(0) + ":29400", "--rdzv_id", "mn",
-			"--monitor_interval", "1", filepath.Join(harness, script)}
+			"--monitor_interval", monitor, filepath.Join(harness, script)}
 		var rep, trm string
 		if via {
 			out := shared(t)
 			rep, trm = filepath.Join(out, "report.json"), filepath.Join(out, "termination-log")
 			argv = append([]string{ncclrunBin, "--report", rep, "--termination-log", trm, "--"}, argv...)
-		}
-		var extra []string
-		if env != nil {
-			extra = env(i)
 		}
 		p := c.start(i, c.nodeEnv(i, extra...), argv...)
 		p.report, p.trmlg = rep, trm

@@ -461,7 +461,9 @@ func bareText(b []byte) []byte {
 // it may echo. Two ranks that write to one pipe at once glue one's text
 // to the other's with no newline between (torchrun's workers:
 // "... Connection refusedNCCL error in: ..."); a glue point is a
-// lowercase letter or digit followed by an uppercase letter.
+// lowercase letter or digit followed by an uppercase letter, or by one of
+// the '^' and '~' with which Python 3.11 marks the code under a traceback
+// line ("... Connection refused^", the other rank's marker line).
 func echoCands(text []byte, dst []uint64) []uint64 {
 	dst = append(dst, hashBytes(text))
 	for i := 1; i < len(text) && i <= maxEchoPrefix && len(dst) < maxCands; i++ {
@@ -471,7 +473,7 @@ func echoCands(text []byte, dst []uint64) []uint64 {
 	}
 	glue := 0
 	for i := 1; i < len(text) && glue < maxGlue; i++ {
-		if c, d := text[i-1], text[i]; (c >= 'a' && c <= 'z' || c >= '0' && c <= '9') && d >= 'A' && d <= 'Z' {
+		if c, d := text[i-1], text[i]; (c >= 'a' && c <= 'z' || c >= '0' && c <= '9') && (d >= 'A' && d <= 'Z' || d == '^' || d == '~') {
 			dst = append(dst, hashBytes(text[:i]))
 			glue++
 		}

@@ -25,6 +25,7 @@ func TestTorchrunSummary(t *testing.T) {
 		{"record-generic-4.log", "nccl-error", 4, 16, []string{}},
 		{"record-lasterror-2.log", "socket-interface", 2, 4, []string{}},
 		{"record-lasterror-2-glued.log", "socket-interface", 2, 4, []string{}},
+		{"record-lasterror-2-carets.log", "socket-interface", 2, 4, []string{}},
 		{"record-warn-2.log", "socket-interface", 2, 6, []string{"vm"}},
 		{"record-warn-4.log", "socket-interface", 4, 12, []string{"vm"}},
 		{"norecord-generic-2.log", "nccl-error", 2, 4, []string{}},
