@@ -95,8 +95,8 @@ func TestCatalogSamples(t *testing.T) {
 
 // TestPrefilterIsSound: for every sample line and every line of the logs
 // under testdata (corpus, synthetic, healthy), any pattern whose regex
-// matches also has one of its literals in the line, so the prefilter never
-// hides a match.
+// matches also has one of its literals (derive.go) in the line, so the
+// prefilter never hides a match.
 func TestPrefilterIsSound(t *testing.T) {
 	c := DefaultCatalog()
 	lines := allTestLines(t)

@@ -1,7 +1,6 @@
 package diagnosis
 
 import (
-	"regexp"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -39,47 +38,6 @@ func TestDerivedLiterals(t *testing.T) {
 		require.True(t, ok, c.re)
 		assert.Equal(t, c.want, got, c.re)
 	}
-}
-
-// TestDerivedLiteralsInEveryMatch: over every test line, whatever an
-// expression of the catalog (or one of its negative patterns) matches
-// holds one of the literals derived from it.
-func TestDerivedLiteralsInEveryMatch(t *testing.T) {
-	var exprs []string
-	for _, e := range DefaultCatalog().Entries() {
-		exprs = append(exprs, e.Not...)
-		for _, p := range e.Patterns {
-			exprs = append(append(exprs, p.Re), p.Not...)
-		}
-	}
-	lines := allTestLines(t)
-	step := 1
-	if raceEnabled {
-		step = 8
-	}
-	for _, x := range exprs {
-		lits, ok := derivedLiterals(x)
-		if !ok {
-			continue // a negative pattern may have none
-		}
-		re := regexp.MustCompile(x)
-		for i := 0; i < len(lines); i += step {
-			m := re.FindString(lines[i])
-			if m == "" && !re.MatchString(lines[i]) {
-				continue
-			}
-			assert.True(t, containsOne(m, lits), "%s matches %q in %q, which holds none of %q", x, m, lines[i], lits)
-		}
-	}
-}
-
-func containsOne(s string, lits []string) bool {
-	for _, l := range lits {
-		if regexp.MustCompile(regexp.QuoteMeta(l)).MatchString(s) {
-			return true
-		}
-	}
-	return false
 }
 
 // TestShippedLiteralsFilter: every literal derived from the shipped
