@@ -89,9 +89,8 @@ func (j *feedJob) scan(f *gramFilter) {
 // hitLines goes through b, complete lines each ending in '\n', with the
 // gram filter that filter returns (asked again after each hit: a
 // matcher's loses literals as it is fed): it calls hit with the bounds in
-// b of each line in which the filter hits, the number of lines before it
-// since the previous one, and where in the line the filter's literals may
-// start (gramFilter.from), and returns the number of lines after the
+// b of each line in which the filter hits and the number of lines before
+// it since the previous one, and returns the number of lines after the
 // last. The scan of FeedReader's workers, of its sequential path and of
 // FeedChunk.
 func hitLines(b []byte, filter func() *gramFilter, hit func(before, start, end int)) (after int) {

@@ -38,13 +38,9 @@ const (
 )
 
 // gramFilter is a set of hashed grams. all means "pass every line" (a
-// live literal shorter than gramLen has no gram). lead bounds where its
-// literals start: each one's chosen windows begin at most lead-1 bytes
-// into it, so that where the filter first hits a line, none of them
-// starts more than lead bytes before (from).
+// live literal shorter than gramLen has no gram).
 type gramFilter struct {
 	all   bool
-	lead  int
 	words [1 << gramWordBits]uint32
 }
 
@@ -106,12 +102,6 @@ func (f *gramFilter) firstHit(b []byte) int {
 	}
 	return -1
 }
-
-// from returns where in a line the literals of f may start, given the
-// first window h of it in which f hits: none starts before, so the
-// automaton need not read the bytes before (it reads the line from there
-// in a fresh state and finds every literal that starts there or later).
-func (f *gramFilter) from(h int) int { return max(0, h-f.lead) }
 
 // has reports whether the three bits of gram x are set.
 func (f *gramFilter) has(x uint32) bool {
@@ -182,10 +172,9 @@ var gramRefLines = sync.OnceValue(func() map[string]uint64 {
 func newGramChooser() *gramChooser { return &gramChooser{in: gramRefLines()} }
 
 // choose returns two consecutive 4-byte windows of lit (len(lit) >=
-// gramLen+1) as little-endian uint32s, and where in lit the first one
-// starts; keep marks the reference lines they let through as covered
+// gramLen+1) as little-endian uint32s; keep marks the reference lines they let through as covered
 // (false for a marker's literal, which leaves the filter once seen).
-func (c *gramChooser) choose(lit string, keep bool) (grams [2]uint32, at int) {
+func (c *gramChooser) choose(lit string, keep bool) [2]uint32 {
 	best, bestNew, bestN := 0, -1, -1
 	for i := 0; i+gramLen+1 <= len(lit); i++ {
 		lines := c.in[lit[i:i+gramLen]] | c.in[lit[i+1:i+1+gramLen]]
@@ -198,21 +187,15 @@ func (c *gramChooser) choose(lit string, keep bool) (grams [2]uint32, at int) {
 	if keep {
 		c.covered |= c.in[a] | c.in[b]
 	}
-	return [2]uint32{binary.LittleEndian.Uint32([]byte(a)), binary.LittleEndian.Uint32([]byte(b))}, best
+	return [2]uint32{binary.LittleEndian.Uint32([]byte(a)), binary.LittleEndian.Uint32([]byte(b))}
 }
 
-// litGrams are the grams of a set of literals, two a literal, and their
-// lead: how far into its literal a pair may start, plus one (a literal at
-// s puts one of its pair at an even offset no later than s+lead).
-type litGrams struct {
-	grams []uint32
-	lead  int
-}
+// litGrams are the grams of a set of literals, two a literal.
+type litGrams struct{ grams []uint32 }
 
 func (g *litGrams) add(lit string, c *gramChooser, keep bool) {
-	pair, at := c.choose(lit, keep)
+	pair := c.choose(lit, keep)
 	g.grams = append(g.grams, pair[0], pair[1])
-	g.lead = max(g.lead, at+1)
 }
 
 // patternGrams is the grams of p's literals; ok is false when a literal
@@ -248,7 +231,6 @@ func (f *gramFilter) addAll(g litGrams) {
 	for _, x := range g.grams {
 		f.add(x)
 	}
-	f.lead = max(f.lead, g.lead)
 }
 
 // summaryGrams are the grams of summaryLits (torchrun.go), which every

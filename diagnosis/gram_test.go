@@ -103,39 +103,6 @@ func TestGramFilterSound(t *testing.T) {
 				// literal; filter all but the windowed markers', which
 				// feedAll reads on their own (sideLine).
 				require.True(t, c.wide.mayMatch([]byte(l)), "%s: %q has candidates %v but the filter rejects it", pc.name, l, cand)
-				from := c.wide.from(c.wide.firstHit([]byte(l)))
-				after := c.automaton().scan([]byte(l)[from:], stamp, uint32(len(all)+i+1), nil)
-				require.ElementsMatch(t, cand, after, "%s: %q read from byte %d", pc.name, l, from)
-			}
-		}
-	}
-}
-
-// TestGramFilterFrom: wherever a literal starts in a line, the filter's
-// first hit in the line is at most its lead after that start, so that the
-// automaton, reading from gramFilter.from, still finds it: every literal
-// of the catalog and of torchrun's summary, at every offset up to 17 of a
-// prefix that holds no gram.
-func TestGramFilterFrom(t *testing.T) {
-	c := DefaultCatalog()
-	lits := append([]string{}, summaryLits...)
-	var main []string
-	for _, p := range c.pats {
-		lits = append(lits, p.Literals...)
-		if !p.windowed {
-			main = append(main, p.Literals...)
-		}
-	}
-	for _, f := range []struct {
-		f    *gramFilter
-		lits []string
-	}{{c.wide, lits}, {c.filter, append(main, summaryLits...)}} {
-		for _, l := range f.lits {
-			for s := 0; s <= 17; s++ {
-				line := []byte(strings.Repeat("\x01", s) + l + "\n")
-				h := f.f.firstHit(line)
-				require.GreaterOrEqual(t, h, 0, "%q at %d", l, s)
-				require.LessOrEqual(t, f.f.from(h), s, "%q at %d: first hit at %d, lead %d", l, s, h, f.f.lead)
 			}
 		}
 	}
