@@ -146,6 +146,7 @@ func TestRules(t *testing.T) {
 		{"knobs/compose-user-variable.yaml", []string{"ipc-lock-inert@7"}, []string{"k8s-trap"}},
 		{"knobs/dra-cdi-gpu.yaml", []string{"ipc-lock-inert@21", "pod-security@21", "ipc-lock-inert@42", "ipc-lock-inert@54"}, []string{"k8s-trap", "no-ipc-lock", "k8s-trap", "k8s-trap"}},
 		{"knobs/ncclrun-memlock-flag.yaml", []string{"memlock-limit@11", "pod-security@25"}, []string{"unlimited", "unlimited"}},
+		{"knobs/ncclrun-memlock-usage.yaml", []string{"memlock-limit@11"}, []string{"root-no-ipc-lock"}},
 		{"knobs/init-containers.yaml", []string{"pod-security@31", "ipc-lock-inert@17", "pod-security@17"}, []string{"ambient-raise", "k8s-trap", "no-ipc-lock"}},
 		{"knobs/kep-16gi.yaml", []string{"memlock-limit@21"}, []string{"finite"}},
 		{"knobs/kep-32gi-unprivileged.yaml", []string{"memlock-limit@21"}, []string{"no-ipc-lock"}},

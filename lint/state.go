@@ -164,6 +164,9 @@ type state struct {
 	// memlockRefused: ncclrun --memlock raises the hard limit without
 	// CAP_SYS_RESOURCE, so ncclrun refuses to start the command.
 	memlockRefused *memlockRefusal
+	// memlockUsage: ncclrun --memlock SOFT:HARD with soft above hard,
+	// which ncclrun refuses as a usage error before anything starts.
+	memlockUsage bool
 }
 
 type memlockRefusal struct{ from, to pinrule.Limit }
@@ -276,7 +279,9 @@ func (c container) describe() state {
 		cr.Memlock.Soft = cr.Memlock.Hard // ncclrun raises soft to hard
 	}
 	if l.ncclrun && l.memlock != "" {
-		if lim, ok := parseLimit(l.memlock); ok {
+		if lim, ok := parseLimit(l.memlock); ok && rlimit.Above(lim.Soft, lim.Hard) {
+			s.memlockUsage = true
+		} else if ok {
 			// A hard limit above the container's needs CAP_SYS_RESOURCE in
 			// the initial user namespace: root's, from the bounding set.
 			if rlimit.Above(lim.Hard, cr.Memlock.Hard) && !(s.root && bnd["SYS_RESOURCE"] && !c.userns) {

@@ -80,7 +80,9 @@ type judging struct {
 
 // pins: memory pinning is judged for the container (a GPU container
 // that starts, whose ncclrun does not refuse its --memlock).
-func (j *judging) pins() bool { return j.c.gpu && !j.c.noStart && j.s.memlockRefused == nil }
+func (j *judging) pins() bool {
+	return j.c.gpu && !j.c.noStart && j.s.memlockRefused == nil && !j.s.memlockUsage
+}
 
 // fails and warns: the decision is that row, at that status.
 func (j *judging) fails(rules ...string) bool {
@@ -176,6 +178,17 @@ var table = []row{
 		},
 		fix:   podMemlock,
 		carry: func(j *judging) (string, []string) { return "", j.s.assumed }},
+	// ncclrun --memlock SOFT:HARD with soft above hard: ncclrun refuses
+	// its flags and starts nothing.
+	{id: IDMemlockLimit, severity: Error,
+		applies: func(j *judging) bool { return j.s.memlockUsage },
+		line:    func(j *judging) int { return j.c.commandLine },
+		message: func(j *judging) string {
+			return fmt.Sprintf("ncclrun's --memlock (or NCCLRUN_MEMLOCK) %s sets a soft limit above its hard limit, which ncclrun refuses as a usage error: it exits 2 before the command starts.", j.c.launch.memlock)
+		},
+		fix: func(j *judging) string {
+			return "Give one size for both limits (--memlock=unlimited), or SOFT:HARD with soft at most hard."
+		}},
 	{id: IDIPCLockInert, severity: Error,
 		applies: func(j *judging) bool { return j.fails(pinrule.RuleK8sTrap) && !j.c.entrypointDecides() },
 		line:    func(j *judging) int { return j.addLine },
