@@ -150,7 +150,7 @@ func (m *Matcher) feedAll(line []byte) []Diagnosis {
 		line, _ = shownPart(line)
 	}
 	side := len(m.cat.windowed) > 0 && (m.nofilter || m.wide.mayMatch(line))
-	hit := m.nofilter || m.filter.firstHit(line) >= 0 // the wide filter passes it too
+	hit := m.nofilter || m.filter.mayMatch(line) // the wide filter passes it too
 	if !side && !hit {
 		return nil
 	}
