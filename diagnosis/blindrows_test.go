@@ -30,6 +30,17 @@ func scoreBlindSuite(t *testing.T, name, dir string, fl blindFloors) {
 	cases, err := corpus.Load(dir)
 	require.NoError(t, err)
 	require.Len(t, cases, fl.logs)
+	res := scoreCases(t, dir, cases)
+	t.Logf("%s:\n%s", name, res.Table())
+	assert.Equal(t, fl.expecting, res.Expecting, "expecting cases")
+	assert.GreaterOrEqual(t, res.Right, fl.right, "right first")
+	assert.LessOrEqual(t, res.ForbiddenCases, fl.forbidden, "logs with a forbidden id")
+}
+
+// scoreCases scores the cases of dir with the corpus rule, checking that
+// every diagnosis counts at most its lines and lists its hosts in order.
+func scoreCases(t *testing.T, dir string, cases []corpus.Case) corpus.Result {
+	t.Helper()
 	res, err := corpus.Score(cases, func(c corpus.Case) ([]string, error) {
 		ds := explainFile(t, filepath.Join(dir, c.Case+".log"))
 		for _, d := range ds {
@@ -39,10 +50,7 @@ func scoreBlindSuite(t *testing.T, name, dir string, fl blindFloors) {
 		return ids(ds), nil
 	})
 	require.NoError(t, err)
-	t.Logf("%s:\n%s", name, res.Table())
-	assert.Equal(t, fl.expecting, res.Expecting, "expecting cases")
-	assert.GreaterOrEqual(t, res.Right, fl.right, "right first")
-	assert.LessOrEqual(t, res.ForbiddenCases, fl.forbidden, "logs with a forbidden id")
+	return res
 }
 
 // blindRow is what a cases.json row says besides the corpus rule: the

@@ -77,15 +77,7 @@ func TestCorpus(t *testing.T) {
 	const dir = "testdata/corpus"
 	cases, err := corpus.Load(dir)
 	require.NoError(t, err)
-	res, err := corpus.Score(cases, func(c corpus.Case) ([]string, error) {
-		ds := explainFile(t, filepath.Join(dir, c.Case+".log"))
-		for _, d := range ds {
-			assert.LessOrEqual(t, d.Count, d.Lines, "%s: %s", c.Case, d.ID)
-			assert.IsNonDecreasing(t, d.Hosts, "%s: %s", c.Case, d.ID)
-		}
-		return ids(ds), nil
-	})
-	require.NoError(t, err)
+	res := scoreCases(t, dir, cases)
 	t.Logf("real-log corpus:\n%s", res.Table())
 	assert.NoError(t, res.Err(), "real-log corpus")
 }
