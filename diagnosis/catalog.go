@@ -448,7 +448,8 @@ func ParseCatalog(data []byte) (*Catalog, error) {
 
 // NewCatalog compiles entries. Errors wrap ErrCatalog: a duplicate or
 // empty id, an entry without title/cause/fix, a pattern that does not
-// compile (quoted), a pattern without literals, an unknown marker name or
+// compile (quoted), a pattern of which no literal is in every match
+// (Pattern.Literals are derived, never given), an unknown marker name or
 // certainty.
 func NewCatalog(entries []Entry) (*Catalog, error) { return newCatalog(entries, false) }
 

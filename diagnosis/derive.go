@@ -4,6 +4,9 @@ import (
 	"math/bits"
 	"regexp/syntax"
 	"slices"
+	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // The prefilter's literals are derived from each pattern's expression:
@@ -102,6 +105,18 @@ func required(t *syntax.Regexp) ([]string, bool) {
 		return nil, false
 	}
 	switch t.Op {
+	case syntax.OpLiteral:
+		// Not exact: it holds U+FFFD, which matches any invalid byte. Its
+		// longest part without one is in every match.
+		var best []rune
+		for _, part := range strings.Split(string(t.Rune), string(utf8.RuneError)) {
+			if r := []rune(part); len(r) > len(best) {
+				best = r
+			}
+		}
+		if len(best) > 0 {
+			return required(&syntax.Regexp{Op: syntax.OpLiteral, Flags: t.Flags, Rune: best})
+		}
 	case syntax.OpCapture, syntax.OpPlus:
 		return required(t.Sub[0])
 	case syntax.OpRepeat:
@@ -153,19 +168,17 @@ func exact(t *syntax.Regexp) ([]string, bool) {
 		syntax.OpEndText, syntax.OpWordBoundary, syntax.OpNoWordBoundary:
 		return []string{""}, true
 	case syntax.OpLiteral:
+		if slices.Contains(t.Rune, utf8.RuneError) {
+			return nil, false // it also matches any invalid byte of a line
+		}
 		if t.Flags&syntax.FoldCase == 0 {
 			return []string{string(t.Rune)}, true
 		}
-		all := []string{""} // (?i) or [Ee]: each ASCII letter both ways
+		all := []string{""} // (?i) or [Ee]: each rune in every case it folds to
 		for _, r := range t.Rune {
 			choice := []string{string(r)}
-			switch {
-			case 'a' <= r && r <= 'z':
-				choice = append(choice, string(r-'a'+'A'))
-			case 'A' <= r && r <= 'Z':
-				choice = append(choice, string(r-'A'+'a'))
-			case r >= 0x80:
-				return nil, false
+			for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+				choice = append(choice, string(f)) // k: K and the Kelvin sign too
 			}
 			var ok bool
 			if all, ok = cross(all, choice); !ok {
@@ -174,6 +187,9 @@ func exact(t *syntax.Regexp) ([]string, bool) {
 		}
 		return all, true
 	case syntax.OpCharClass:
+		if matchesRune(t, utf8.RuneError) {
+			return nil, false // it also matches any invalid byte of a line
+		}
 		var set []string
 		for i := 0; i+1 < len(t.Rune); i += 2 {
 			if int(t.Rune[i+1]-t.Rune[i])+1+len(set) > maxLits {
@@ -222,6 +238,16 @@ func union(subs []*syntax.Regexp, of func(*syntax.Regexp) ([]string, bool)) ([]s
 		all = append(all, set...)
 	}
 	return all, true
+}
+
+// matchesRune reports whether class t holds r.
+func matchesRune(t *syntax.Regexp, r rune) bool {
+	for i := 0; i+1 < len(t.Rune); i += 2 {
+		if t.Rune[i] <= r && r <= t.Rune[i+1] {
+			return true
+		}
+	}
+	return false
 }
 
 // cross is every string of a followed by every string of b, when they

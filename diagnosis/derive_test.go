@@ -18,7 +18,7 @@ func TestDerivedLiterals(t *testing.T) {
 	}{
 		{`Call to ibv_reg_mr failed`, []string{"Call to ibv_reg_mr failed"}},
 		{`NCCL [Ee]rror \d+:`, []string{"NCCL Error ", "NCCL error "}},
-		{`(?i)oops!`, []string{"OOPS!", "OOPs!", "OOpS!", "OOps!", "OoPS!", "OoPs!", "OopS!", "Oops!", "oOPS!", "oOPs!", "oOpS!", "oOps!", "ooPS!", "ooPs!", "oopS!", "oops!"}},
+		{`(?i)oops!`, []string{"OOPS!", "OOPs!", "OOPſ!", "OOpS!", "OOps!", "OOpſ!", "OoPS!", "OoPs!", "OoPſ!", "OopS!", "Oops!", "Oopſ!", "oOPS!", "oOPs!", "oOPſ!", "oOpS!", "oOps!", "oOpſ!", "ooPS!", "ooPs!", "ooPſ!", "oopS!", "oops!", "oopſ!"}},
 		{`\bnNodes 1\b|\d\] via (?:P2P|SHM)/`, []string{"0] via P2P/", "0] via SHM/", "1] via P2P/", "1] via SHM/", "2] via P2P/", "2] via SHM/", "3] via P2P/", "3] via SHM/", "4] via P2P/", "4] via SHM/", "5] via P2P/", "5] via SHM/", "6] via P2P/", "6] via SHM/", "7] via P2P/", "7] via SHM/", "8] via P2P/", "8] via SHM/", "9] via P2P/", "9] via SHM/", "nNodes 1"}},
 		// Of a concatenation, the part healthy INFO lines hold least:
 		// not "NCCL INFO", which every one of them holds.
@@ -29,6 +29,11 @@ func TestDerivedLiterals(t *testing.T) {
 		{`.*`, nil},
 		{`foo|.*bar`, []string{"bar", "foo"}},
 		{`foo|x*`, nil},
+		// (?i) folds k to the Kelvin sign and s to the long s as well.
+		{`(?i)ks!`, []string{"KS!", "Ks!", "K\u017f!", "kS!", "ks!", "k\u017f!", "\u212aS!", "\u212as!", "\u212a\u017f!"}},
+		// U+FFFD matches any invalid byte of a line: no literal holds those.
+		{`\x{FFFD}abcdef`, []string{"abcdef"}},
+		{`[\x{FFFD}a]bcdef`, []string{"bcdef"}},
 	} {
 		got, ok := derivedLiterals(c.re)
 		if c.want == nil {

@@ -20,8 +20,8 @@ import "bytes"
 //
 // The memory is a two-way table of memoSlots texts of at most
 // memoMaxLine bytes (a new text replaces the older of its two slots),
-// allocated on the first line that passes the gram filter: about 300 KiB
-// at most.
+// allocated on the first line that passes the gram filter: about 200 KiB
+// of slots, half a MiB at most with their texts.
 const (
 	memoSlots   = 1024
 	memoMaxLine = 256

@@ -367,7 +367,7 @@ func (h *hangRun) report() *hangReport {
 	h.mu.Lock()
 	captured := h.ev != nil
 	h.mu.Unlock()
-	if !captured && h.plan.dir != "" && strings.HasPrefix(h.frPref, h.plan.dir) && os.Remove(h.plan.dir) == nil {
+	if !captured && h.plan.dir != "" && strings.HasPrefix(h.frPref, h.plan.dir+string(filepath.Separator)) && os.Remove(h.plan.dir) == nil {
 		return nil // the evidence directory was empty: no dump, no capture
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -388,7 +388,7 @@ func (h *hangRun) report() *hangReport {
 	r := &hangReport{Certainty: "unknown", Trigger: h.trigger, FlightRecorder: dumps}
 	if ev != nil {
 		r.EvidenceDir, r.RAS, r.Stacks, r.StacksOff = ev.Dir, ev.RAS, ev.Stacks, ev.StacksOff
-	} else if h.plan.dir != "" && strings.HasPrefix(h.frPref, h.plan.dir) {
+	} else if h.plan.dir != "" && strings.HasPrefix(h.frPref, h.plan.dir+string(filepath.Separator)) {
 		r.EvidenceDir = h.plan.dir
 	}
 	return r
