@@ -65,12 +65,17 @@ func gdrModule(g preflight.GPUDirectFacts) string {
 	return diagnosis.GDRModuleNone
 }
 
-// ibDisabled reports whether CMD runs with NCCL_IB_DISABLE=1: from its
-// environment, else from run's --no-ib (noIB: run adds it), else from
-// NCCL's configuration file, in the order NCCL itself lets them win.
-func ibDisabled(env []string, conf map[string]string, noIB bool) bool {
-	if v, ok := environ.Lookup(env, "NCCL_IB_DISABLE"); ok {
-		return strings.TrimSpace(v) == "1"
+// ncclSetting is what NCCL reads for name: CMD's environment env (as run
+// composes it, --no-ib's NCCL_IB_DISABLE and the like included) wins over
+// NCCL's configuration file conf, as in NCCL.
+func ncclSetting(env []string, conf map[string]string, name string) string {
+	if v, ok := environ.Lookup(env, name); ok {
+		return v
 	}
-	return noIB || strings.TrimSpace(conf["NCCL_IB_DISABLE"]) == "1"
+	return conf[name]
+}
+
+// ibDisabled reports whether CMD runs with NCCL_IB_DISABLE=1.
+func ibDisabled(env []string, conf map[string]string) bool {
+	return strings.TrimSpace(ncclSetting(env, conf, "NCCL_IB_DISABLE")) == "1"
 }

@@ -110,8 +110,9 @@ func TestFactsSlurmSource(t *testing.T) {
 }
 
 // TestIBDisabledFact: NCCL_IB_DISABLE=1 in CMD's environment, run's
-// --no-ib or NCCL's configuration file turns IB off for the matcher; the
-// environment wins over the file, as in NCCL.
+// --no-ib (which run's composed environment carries) or NCCL's
+// configuration file turns IB off for the matcher; the environment wins
+// over the file, as in NCCL.
 func TestIBDisabledFact(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -129,7 +130,9 @@ func TestIBDisabledFact(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			assert.Equal(t, tt.want, ibDisabled(tt.environ, tt.conf, tt.noIB))
+			s := settings{ncclIB: true, noIB: tt.noIB}
+			env, _ := s.composeEnv(tt.environ, preflight.Report{}, nil)
+			assert.Equal(t, tt.want, ibDisabled(env, tt.conf))
 		})
 	}
 }

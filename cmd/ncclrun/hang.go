@@ -149,12 +149,7 @@ type hangRun struct {
 // (NCCL's configuration files in conf).
 func newHangRun(e *env, s hangSettings, p hangPlan, childEnv []string, conf map[string]string) *hangRun {
 	h := &hangRun{s: s, plan: p, stderr: e.stderr, done: make(chan struct{})}
-	lookup := func(name string) string {
-		if v, ok := environ.Lookup(childEnv, name); ok {
-			return v
-		}
-		return conf[name]
-	}
+	lookup := func(name string) string { return ncclSetting(childEnv, conf, name) }
 	if lookup("NCCL_RAS_ENABLE") != "0" {
 		h.rasAddr = lookup("NCCL_RAS_ADDR")
 		if h.rasAddr == "" {

@@ -122,7 +122,7 @@ func cmdRun(c *cli.Context, e *env) (err error) {
 		err := launcher.Exec(p.cfg) // returns only on failure
 		return &startError{cmd: j.path, err: err}
 	}
-	w := newWatch(e, rep, j.s, p.hang)
+	w := newWatch(e, rep, j.s, p)
 	scanHangs(w, j)
 	res, err := supervise(e, j, p, w, term)
 	if err != nil {
@@ -306,10 +306,10 @@ type watch struct {
 	cmd     string    // CMD as given, for the line that says it is stopped
 }
 
-func newWatch(e *env, rep preflight.Report, s settings, h *hangRun) *watch {
-	w := &watch{ff: newFailRun(s.ff), hang: h}
+func newWatch(e *env, rep preflight.Report, s settings, p childPlan) *watch {
+	w := &watch{ff: newFailRun(s.ff), hang: p.hang}
 	f := facts(rep, s.minMemlockOrDefault())
-	f.IBDisabled = ibDisabled(e.environ, rep.NCCLConf, s.noIB && s.ncclIB)
+	f.IBDisabled = ibDisabled(p.cfg.Env, rep.NCCLConf)
 	w.Watch = diagnosis.NewWatch(f, e.stderr, func(d diagnosis.Diagnosis) string {
 		if w.hang != nil {
 			w.hang.found(d)
