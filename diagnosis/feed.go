@@ -342,9 +342,7 @@ func (m *Matcher) look(line []byte) (v lineView, e *memo, cand []int32, followed
 	if who {
 		key = line[f.tidEnd:]
 	}
-	if m.nofilter || len(key) > memoMaxLine {
-		v = viewOf(line)
-	} else {
+	if !m.nofilter && len(key) <= memoMaxLine {
 		if m.memo == nil {
 			m.memo = new(memoTable)
 		}
@@ -356,9 +354,9 @@ func (m *Matcher) look(line []byte) (v lineView, e *memo, cand []int32, followed
 			}
 			return v, e, e.cand, e.sum
 		}
-		if v = viewOf(line); who && !v.prefix {
-			e = nil // host:pid:tid, but no NCCL prefix: the text is the whole line, not this key
-		}
+	}
+	if v = viewAfterWho(line, f, who); who && !v.prefix {
+		e = nil // host:pid:tid, but no NCCL prefix: the text is the whole line, not this key
 	}
 	cand = m.candidates(v.text, v.line)
 	if e != nil {

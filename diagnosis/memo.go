@@ -129,8 +129,13 @@ func (v *lineView) parse() Line {
 
 // viewOf parses line (trimmed of its end of line).
 func viewOf(line []byte) lineView {
-	f, ok := scanWho(line)
-	if !ok {
+	f, who := scanWho(line)
+	return viewAfterWho(line, f, who)
+}
+
+// viewAfterWho is viewOf given scanWho's f and who of line.
+func viewAfterWho(line []byte, f prefixAt0, who bool) lineView {
+	if !who {
 		return lineView{line: line, text: line}
 	}
 	what, ok := scanWhat(line[f.tidEnd:])
