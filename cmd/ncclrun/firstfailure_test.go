@@ -62,12 +62,7 @@ func TestExplainFirstFailure(t *testing.T) {
 // Promise: run's report and termination message name the exception as
 // the first failure, not the sibling's lost connection.
 func TestRunFirstFailureReport(t *testing.T) {
-	dir := t.TempDir()
-	log := filepath.Join(dir, "job.log")
-	require.NoError(t, os.WriteFile(log, []byte(exceptionThenLostPeer), 0o644))
-	report, termLog := filepath.Join(dir, "report.json"), filepath.Join(dir, "termination-log")
-	r := ncclrun(t, "--report", report, "--termination-log", termLog, "--", "sh", "-c", "cat "+log+" >&2; exit 1")
-	require.Equal(t, 1, r.code, r.stderr)
+	r, report, termLog := runPrinting(t, exceptionThenLostPeer)
 	assert.Contains(t, r.stderr, "ncclrun:   first failure: KeyError: 'input_ids' (rank 0)\n")
 
 	msg, err := os.ReadFile(termLog)
@@ -128,4 +123,19 @@ func TestRunRemoteHostNotJudgedByLocalFacts(t *testing.T) {
 	assert.Equal(t, []string{"ncclrun-remote-node"}, d.Hosts)
 	assert.Contains(t, d.Cause, "Seen on ncclrun-remote-node")
 	assert.NotContains(t, d.Cause, "this host")
+}
+
+// runPrinting runs ncclrun with --report and --termination-log in front
+// of a CMD that prints out to stderr and exits 1, which it requires; it
+// returns the result and the paths of the report and the termination
+// message.
+func runPrinting(t *testing.T, out string) (r result, report, termLog string) {
+	t.Helper()
+	dir := t.TempDir()
+	log := filepath.Join(dir, "job.log")
+	require.NoError(t, os.WriteFile(log, []byte(out), 0o644))
+	report, termLog = filepath.Join(dir, "report.json"), filepath.Join(dir, "termination-log")
+	r = ncclrun(t, "--report", report, "--termination-log", termLog, "--", "sh", "-c", "cat "+log+" >&2; exit 1")
+	require.Equal(t, 1, r.code, r.stderr)
+	return r, report, termLog
 }

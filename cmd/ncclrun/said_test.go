@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -29,12 +28,7 @@ RuntimeError: Socket Timeout
 // report, exit summary and termination message name; torchrun's own
 // exit-barrier timeout after the worker failed is no cause of its own.
 func TestRunKeepsTheLostPeer(t *testing.T) {
-	dir := t.TempDir()
-	log := filepath.Join(dir, "job.log")
-	require.NoError(t, os.WriteFile(log, []byte(lostPeerThenAgent), 0o644))
-	report, termLog := filepath.Join(dir, "report.json"), filepath.Join(dir, "termination-log")
-	r := ncclrun(t, "--report", report, "--termination-log", termLog, "--", "sh", "-c", "cat "+log+" >&2; exit 1")
-	require.Equal(t, 1, r.code, r.stderr)
+	r, report, termLog := runPrinting(t, lostPeerThenAgent)
 	assert.Contains(t, r.stderr, "A peer stopped answering")
 	assert.NotContains(t, r.stderr, "late rank")
 
