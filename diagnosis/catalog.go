@@ -645,10 +645,11 @@ func (c *Catalog) isAdequateTarget(id string) bool {
 
 func compilePattern(ce *centry, p Pattern, lazy bool) (*cpattern, error) {
 	where := fmt.Sprintf("entry %q pattern %q", ce.ID, p.Name)
-	if _, err := syntax.Parse(p.Re, syntax.Perl); err != nil {
+	t, err := syntax.Parse(p.Re, syntax.Perl) // as regexp.Compile parses it
+	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %q: %w", ErrCatalog, where, p.Re, err)
 	}
-	lits, ok := derivedLiterals(p.Re)
+	lits, ok := literalsOf(t)
 	if !ok {
 		return nil, fmt.Errorf("%w: %s: %q: no literal is in every match, for the prefilter", ErrCatalog, where, p.Re)
 	}

@@ -36,6 +36,12 @@ func derivedLiterals(expr string) ([]string, bool) {
 	if err != nil {
 		return nil, false
 	}
+	return literalsOf(t)
+}
+
+// literalsOf is derivedLiterals of t, an expression as syntax.Parse gave
+// it (Perl flags, as regexp.Compile parses).
+func literalsOf(t *syntax.Regexp) ([]string, bool) {
 	set, ok := required(t.Simplify())
 	if !ok || len(set) == 0 {
 		return nil, false
