@@ -11,18 +11,23 @@ import "syscall"
 // apply. Exit status and signals are then the command's own. Exec returns
 // only on failure: a *StartError (127/126) when the command cannot be
 // found or executed, another error when a credential could not be applied;
-// the process may then be partly changed and should exit.
+// the process may then be partly changed and should exit. The command
+// gets the huge-page setting ncclrun started with (SmallPages).
 func Exec(cfg Config) error {
 	l, err := plan(cfg)
 	if err != nil {
 		return err
 	}
-	if l.spec == nil && l.user == nil && l.sys.AmbientCaps == nil {
-		return execError(cfg.Path, l.path, syscall.Exec(l.path, l.argv, l.env))
-	}
-	spec := l.spec
-	if spec == nil {
-		spec = &trampolineSpec{Path: l.path, Argv: l.argv, User: l.user, Ambient: l.sys.AmbientCaps != nil}
-	}
-	return applyAndExec(*spec, l.env)
+	withInheritedPages(func() {
+		if l.spec == nil && l.user == nil && l.sys.AmbientCaps == nil {
+			err = execError(cfg.Path, l.path, syscall.Exec(l.path, l.argv, l.env))
+			return
+		}
+		spec := l.spec
+		if spec == nil {
+			spec = &trampolineSpec{Path: l.path, Argv: l.argv, User: l.user, Ambient: l.sys.AmbientCaps != nil}
+		}
+		err = applyAndExec(*spec, l.env)
+	})
+	return err
 }

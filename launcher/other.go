@@ -17,6 +17,9 @@ func RaiseMemlock() (MemlockChange, error) { return MemlockChange{}, ErrUnsuppor
 // ncclrun.
 func MaybeTrampoline() {}
 
+// SmallPages does nothing outside Linux.
+func SmallPages() {}
+
 // Environ is os.Environ() outside Linux.
 func Environ() []string { return os.Environ() }
 

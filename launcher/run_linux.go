@@ -192,7 +192,10 @@ func (s *supervisor) run(l *launch) (Result, error) {
 		_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 	}
 
-	pid, err := syscall.ForkExec(l.path, l.argv, &syscall.ProcAttr{Env: env, Files: files, Sys: &sys})
+	var pid int
+	withInheritedPages(func() {
+		pid, err = syscall.ForkExec(l.path, l.argv, &syscall.ProcAttr{Env: env, Files: files, Sys: &sys})
+	})
 	for _, f := range s.toClose {
 		f.Close()
 	}

@@ -14,6 +14,7 @@ import (
 
 func main() {
 	launcher.MaybeTrampoline() // a re-executed ncclrun becomes CMD here and never returns
+	launcher.SmallPages()
 	// A closed stdout or stderr must fail ncclrun's own writes with EPIPE,
 	// not kill it with SIGPIPE (the Go runtime's default for fds 1 and 2
 	// when SIGPIPE is not notified): the exit status must stay the
