@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 
@@ -66,6 +67,38 @@ func runMeasured(t *testing.T, args ...string) measured {
 	return m
 }
 
+// rssGrowth is how far past the peak RSS of explaining a one-line log,
+// measured once in the same test run, a large or hostile input may take
+// ncclrun. State that grew with the input (its lines, ranks, processes,
+// a decoder's declared window) would pass it by tens of MiB on the inputs
+// the tests give. A fixed figure holds on one machine only: the binary's
+// touched pages and the kernel's huge-page setting differ from machine
+// to machine. The 16 MiB target is make bench's, which prints the
+// machine's own figures (docs/performance.md).
+const rssGrowth = 6 << 20
+
+var oneLine struct {
+	sync.Once
+	rss int64
+}
+
+// assertRSSBounded asserts that m peaked within rssGrowth of a one-line
+// explain's peak RSS. Without /usr/bin/time the figures are upper bounds
+// that include the test binary's pages, and only the report is made.
+func assertRSSBounded(t *testing.T, m measured) {
+	t.Helper()
+	oneLine.Do(func() {
+		p := filepath.Join(t.TempDir(), "one.log")
+		require.NoError(t, os.WriteFile(p, []byte("host:1:1 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>\n"), 0o644))
+		oneLine.rss = runMeasured(t, "explain", p).maxRSS
+	})
+	t.Logf("peak RSS %d KiB, a one-line explain's %d KiB", m.maxRSS>>10, oneLine.rss>>10)
+	if _, err := os.Stat("/usr/bin/time"); err != nil {
+		return
+	}
+	assert.Less(t, m.maxRSS, oneLine.rss+rssGrowth, "peak RSS %d KiB, a one-line explain's %d KiB", m.maxRSS>>10, oneLine.rss>>10)
+}
+
 // TestExplainBoundedSummary: WARN lines from ever new processes on ever
 // new hosts give a bounded summary (it was a 29 MB line for a million) in
 // bounded memory, and the JSON says that count and hosts were capped.
@@ -89,7 +122,7 @@ func TestExplainBoundedSummary(t *testing.T) {
 	}
 	assert.Contains(t, r.stdout, "4096+ processes on node-0, node-1, ")
 	assert.Contains(t, r.stdout, "and 1016+ more (50000 lines)")
-	t.Logf("explain: peak RSS %d KiB", r.maxRSS>>10)
+	assertRSSBounded(t, r)
 
 	r = runMeasured(t, "explain", "--json", p)
 	require.Equal(t, 0, r.code, r.stderr)
@@ -116,6 +149,5 @@ func TestExplainBoundedSummary(t *testing.T) {
 	rz := runMeasured(t, "explain", "--json", zp)
 	require.Equal(t, 0, rz.code, rz.stderr)
 	assert.JSONEq(t, r.stdout, rz.stdout)
-	t.Logf("explain of gzip: peak RSS %d KiB", rz.maxRSS>>10)
-	assert.Less(t, rz.maxRSS, int64(16<<20))
+	assertRSSBounded(t, rz)
 }

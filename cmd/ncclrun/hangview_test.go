@@ -192,9 +192,6 @@ func TestExplainHangBounded(t *testing.T) {
 			assert.Empty(t, out.Hang.Stalled, "no rank is named from silence past the bound")
 		}
 		assert.LessOrEqual(t, len(r.stdout), 64<<10)
-		t.Logf("explain: peak RSS %d KiB", r.maxRSS>>10)
-		if r.maxRSS > 0 {
-			assert.Less(t, r.maxRSS, int64(16<<20))
-		}
+		assertRSSBounded(t, r)
 	}
 }
