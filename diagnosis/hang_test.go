@@ -227,6 +227,9 @@ func TestWorldFromCommand(t *testing.T) {
 		{[]string{"mpirun", "-np", "16", "-npernode", "8", "python", "t.py"}, 16, 8},
 		{[]string{"srun", "--ntasks=32", "--ntasks-per-node=8", "python", "t.py"}, 32, 8},
 		{[]string{"python", "train.py"}, 0, 0},
+		{[]string{"mpirun", "-x", "NCCL_DEBUG", "./a.out", "-np", "3"}, 0, 0}, // the program's own -np
+		{[]string{"mpirun.openmpi", "--oversubscribe", "-np", "2", "./a.out"}, 2, 0},
+		{[]string{"ncclrun", "run", "--", "mpiexec", "--np=4", "./a.out"}, 4, 0},
 	}
 	for _, c := range cases {
 		w, p := WorldFromCommand(c.argv)

@@ -6,57 +6,114 @@ import (
 	"strings"
 )
 
-// Ranks is how many ranks the command starts as its own arguments say, and the
-// argument that says so: torchrun's --nproc-per-node (or
-// --nproc_per_node, torch 1.x's spelling) on this node, mpirun's or
-// mpiexec's -np / -n / --np in all. 0 when they do not say (another
-// command, no such flag, torchrun's "gpu" or "auto"). Preflight's
-// env-sanity check uses it: several ranks must not share one
-// NCCL_DEBUG_FILE.
-//
-// Only the launcher's own options are read: they come before the program
-// it starts, the first word that is neither an option nor the value of
-// one (an option without "=" is taken to take the next word).
-func (c Command) Ranks() (int, string) {
-	var names []string
-	base, _, _ := strings.Cut(filepath.Base(c.Path), ".")
+// Size is a job's size as its launcher's own options give it: World
+// ranks in all and PerNode on each node (0 where they do not say), with
+// the arguments that say so.
+type Size struct {
+	World, PerNode       int
+	WorldArg, PerNodeArg string
+}
+
+// switches are each launcher's options that take no value; any other
+// option without "=" takes the next word, unless that begins with "-".
+var switches = map[string]map[string]bool{
+	"torchrun": {"--standalone": true, "--no-python": true, "--no_python": true, "-m": true, "--module": true, "--run-path": true, "--run_path": true},
+	"mpi": {"--oversubscribe": true, "--allow-run-as-root": true, "--tag-output": true, "--timestamp-output": true,
+		"--report-bindings": true, "--display-map": true, "--use-hwthread-cpus": true, "-q": true, "--quiet": true, "-v": true, "--verbose": true},
+	"srun": {"--exclusive": true, "-l": true, "--label": true, "-u": true, "--unbuffered": true, "--overlap": true},
+}
+
+// launcherOf names the launcher a word of a command line is ("torchrun",
+// "mpi", "srun"; "" for none): torchrun, torch.distributed.run or
+// torch.distributed.launch (python's -m module), Open MPI's launchers
+// under any suffix (mpirun.openmpi), srun.
+func launcherOf(word string) string {
+	base := filepath.Base(word)
+	name, _, _ := strings.Cut(base, ".")
 	switch {
-	case c.Torchrun():
-		names = []string{"--nproc-per-node", "--nproc_per_node"}
-	case mpiLaunchers[base]:
-		names = []string{"-np", "--np", "-n", "--n"}
-	default:
-		return 0, ""
+	case base == "torchrun" || word == "torch.distributed.run" || word == "torch.distributed.launch":
+		return "torchrun"
+	case mpiLaunchers[name]:
+		return "mpi"
+	case base == "srun":
+		return "srun"
 	}
-	valueNext := false
-	for i, a := range c.Args {
-		if a == "--" {
-			break
+	return ""
+}
+
+// SizeOf reads the size of the job that argv starts, from the options of
+// the first launcher it names (launcherOf): torchrun's --nnodes (N, or
+// N:N) or --standalone times --nproc-per-node (--nproc_per_node, torch
+// 1.x's spelling); Open MPI's -np (-n, --np, --n) and -npernode; srun's
+// -n (--ntasks) and --ntasks-per-node. Only the launcher's own options
+// count: they come before the program it starts, the first word that is
+// neither an option nor an option's value. A value that is not a
+// positive count (torchrun's "gpu" or "auto") says nothing.
+func SizeOf(argv []string) Size {
+	for i, a := range argv {
+		if kind := launcherOf(a); kind != "" {
+			return sizeFrom(kind, argv[i+1:])
 		}
-		if !strings.HasPrefix(a, "-") {
-			if !valueNext {
-				break // the program the launcher starts
-			}
-			valueNext = false
-			continue
+	}
+	return Size{}
+}
+
+func sizeFrom(kind string, opts []string) Size {
+	var s Size
+	nodes, nodesKnown := 0, false
+	for i := 0; i < len(opts); i++ {
+		a := opts[i]
+		if a == "--" || !strings.HasPrefix(a, "-") {
+			break // the program the launcher starts
 		}
 		name, val, hasVal := strings.Cut(a, "=")
-		valueNext = !hasVal
-		for _, n := range names {
-			if name != n {
-				continue
-			}
-			if !hasVal {
-				if i+1 >= len(c.Args) {
-					return 0, ""
-				}
-				val, a = c.Args[i+1], a+" "+c.Args[i+1]
-			}
-			if k, err := strconv.Atoi(val); err == nil && k > 0 {
-				return k, a
-			}
-			return 0, ""
+		if !hasVal && !switches[kind][name] && i+1 < len(opts) && !strings.HasPrefix(opts[i+1], "-") {
+			i++
+			val, a = opts[i], a+" "+opts[i]
 		}
+		n, err := strconv.Atoi(val)
+		if err != nil || n <= 0 {
+			n = 0
+		}
+		switch kind + " " + name {
+		case "torchrun --standalone":
+			nodes, nodesKnown = 1, true
+		case "torchrun --nnodes":
+			lo, hi, ranged := strings.Cut(val, ":")
+			if k, err := strconv.Atoi(lo); err == nil && k > 0 && (!ranged || hi == lo) {
+				nodes, nodesKnown = k, true
+			}
+		case "torchrun --nproc-per-node", "torchrun --nproc_per_node", "mpi -npernode", "mpi --npernode", "srun --ntasks-per-node":
+			s.PerNode, s.PerNodeArg = n, a
+		case "mpi -np", "mpi -n", "mpi --np", "mpi --n", "srun -n", "srun --ntasks":
+			s.World, s.WorldArg = n, a
+		}
+	}
+	if s.PerNode == 0 {
+		s.PerNodeArg = ""
+	}
+	if s.World == 0 {
+		s.WorldArg = ""
+	}
+	if kind == "torchrun" && nodesKnown && s.PerNode > 0 {
+		s.World = nodes * s.PerNode
+	}
+	return s
+}
+
+// Ranks is how many ranks the command starts, as its own arguments say,
+// and the argument that says so: torchrun's --nproc-per-node on this node,
+// an Open MPI launcher's -np in all (SizeOf). 0 when they do not say, or
+// for any other command. Preflight's env-sanity check uses it: several
+// ranks must not share one NCCL_DEBUG_FILE.
+func (c Command) Ranks() (int, string) {
+	s := SizeOf(append([]string{c.Path}, c.Args...))
+	name, _, _ := strings.Cut(filepath.Base(c.Path), ".")
+	switch {
+	case c.Torchrun():
+		return s.PerNode, s.PerNodeArg
+	case mpiLaunchers[name]:
+		return s.World, s.WorldArg
 	}
 	return 0, ""
 }

@@ -37,3 +37,24 @@ func TestRanks(t *testing.T) {
 		})
 	}
 }
+
+// TestSizeOf: the first launcher a command line names gives the job's
+// size and the arguments that said so; a program's own options do not.
+func TestSizeOf(t *testing.T) {
+	tests := []struct {
+		cmd  string
+		want Size
+	}{
+		{"torchrun --nnodes 2 --nproc_per_node=4 train.py --nnodes 9", Size{World: 8, PerNode: 4, PerNodeArg: "--nproc_per_node=4"}},
+		{"torchrun --nnodes 1:4 --nproc-per-node 8 t.py", Size{PerNode: 8, PerNodeArg: "--nproc-per-node 8"}},
+		{"env A=1 srun --ntasks=32 -l --ntasks-per-node 8 python t.py", Size{World: 32, PerNode: 8, WorldArg: "--ntasks=32", PerNodeArg: "--ntasks-per-node 8"}},
+		{"mpirun -np 16 -npernode 8 python t.py -n 3", Size{World: 16, PerNode: 8, WorldArg: "-np 16", PerNodeArg: "-npernode 8"}},
+		{"mpirun --allow-run-as-root ./a.out -np 3", Size{}},
+		{"python train.py --nproc-per-node 8", Size{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.cmd, func(t *testing.T) {
+			assert.Equal(t, tt.want, SizeOf(strings.Fields(tt.cmd)))
+		})
+	}
+}
