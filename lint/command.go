@@ -25,6 +25,9 @@ type launch struct {
 	user, dropCaps, memlock string
 	userSet                 bool
 	cmd                     []string
+	// bad is the first word of ncclrun's flags that run refuses (not its
+	// flag, or a value flag without its value); "" for none.
+	bad string
 }
 
 var shells = map[string]bool{"sh": true, "bash": true, "dash": true, "ash": true, "zsh": true, "ksh": true, "busybox": true}
@@ -70,14 +73,14 @@ func parseLaunch(argv []string, known bool) launch {
 	return l
 }
 
-// flags reads ncclrun's own flags as ncclrun does (internal/cmdline): any
-// command's before a command word, run's after `run`, up to `--` or the
-// command, which it keeps in l.cmd. A flag ncclrun does not know is
-// skipped (ncclrun itself would refuse to start).
+// flags reads ncclrun's own flags as ncclrun does (internal/cmdline):
+// run's, before and after the word `run`, up to `--` or the command, which
+// it keeps in l.cmd. A word that run refuses is kept in l.bad (ncclrun
+// itself would exit 2) and skipped.
 func (l *launch) flags(args []string) {
-	command := ""
+	runWord := false
 	for {
-		got, rest, bad := cmdline.Parse(command, args)
+		got, rest, bad := cmdline.Parse("run", args)
 		for _, a := range got {
 			switch a.Flag.Name {
 			case "user":
@@ -93,12 +96,15 @@ func (l *launch) flags(args []string) {
 		}
 		switch {
 		case bad != "":
+			if l.bad == "" {
+				l.bad = bad
+			}
 			args = rest
 		case len(rest) > 0 && rest[0] == "--":
 			l.cmd = rest[1:]
 			return
-		case len(rest) > 0 && rest[0] == "run" && command == "":
-			command, args = "run", rest[1:]
+		case len(rest) > 0 && rest[0] == "run" && !runWord:
+			runWord, args = true, rest[1:]
 		default:
 			l.cmd = rest
 			return

@@ -83,3 +83,39 @@ func TestCommandLines(t *testing.T) {
 		})
 	}
 }
+
+// TestNcclrunUsage: a word of ncclrun's flags that run refuses (not its
+// flag, another command's flag, a value flag without its value) is
+// ncclrun-usage at the command's line, since ncclrun would exit 2; run's
+// own flags, before or after the word run, are not.
+func TestNcclrunUsage(t *testing.T) {
+	for _, c := range []struct {
+		words []string
+		bad   string
+	}{
+		{[]string{"--stop-grase", "120s", "--", "torchrun", "train.py"}, "--stop-grase"},
+		{[]string{"run", "--json", "--", "torchrun", "train.py"}, "--json"},
+		{[]string{"--json", "run", "--", "torchrun", "train.py"}, "--json"},
+		{[]string{"--no-watch", "--stop-grace"}, "--stop-grace"},
+		{[]string{"--stop-grace", "120s", "run", "--no-watch", "--", "torchrun", "train.py"}, ""},
+		{[]string{"torchrun", "--bogus", "train.py"}, ""}, // CMD's own flags
+	} {
+		t.Run(strings.Join(c.words, " "), func(t *testing.T) {
+			rep := lintWords(t, c.words...)
+			var got []Finding
+			for _, f := range rep.Findings {
+				if f.ID == IDNcclrunUsage {
+					got = append(got, f)
+				}
+			}
+			if c.bad == "" {
+				assert.Empty(t, got)
+				return
+			}
+			require.Len(t, got, 1)
+			assert.Equal(t, Error, got[0].Severity)
+			assert.Equal(t, 8, got[0].Line)
+			assert.Contains(t, got[0].Message, fmt.Sprintf("%q", c.bad))
+		})
+	}
+}

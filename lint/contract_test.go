@@ -75,5 +75,5 @@ func TestTable(t *testing.T) {
 	}
 	assert.Equal(t, map[string]string{IDIPCLockInert: Error, IDNNPShell: Error, IDNoIPCLock: Error, IDUserNeedsSetid: Error,
 		IDMemlockLimit: Error, IDNRIAnnotation: Error, IDPodCaps: Error, IDUserNamespace: Error,
-		IDShmDefault: Warning, IDPodSecurity: Warning, IDNodeMemlock: Info}, sev)
+		IDNcclrunUsage: Error, IDShmDefault: Warning, IDPodSecurity: Warning, IDNodeMemlock: Info}, sev)
 }

@@ -28,6 +28,7 @@ const (
 	IDNodeMemlock    = "node-memlock"
 	IDNRIAnnotation  = "nri-annotation"
 	IDPodCaps        = "pod-capabilities"
+	IDNcclrunUsage   = "ncclrun-usage"
 )
 
 // Finding is one problem in one container (docs/contract.md "lint").

@@ -120,6 +120,7 @@ func TestRules(t *testing.T) {
 		{"rules/nonroot-no-caps.yaml", []string{"node-memlock@11"}, []string{"no-ipc-lock"}},
 		{"rules/root-default.yaml", []string{"node-memlock@7"}, []string{"root-no-ipc-lock"}},
 		{"rules/root-ipc-lock.yaml", []string{"pod-security@12"}, []string{"root-ipc-lock"}},
+		{"rules/ncclrun-usage.yaml", []string{"ncclrun-usage@9", "pod-security@12"}, []string{"root-ipc-lock"}},
 		{"rules/container-wins.yaml", []string{"pod-security@18"}, []string{"root-ipc-lock"}},
 		{"rules/drop-wins.yaml", []string{"node-memlock@7", "pod-security@12"}, []string{"root-no-ipc-lock"}},
 		{"rules/ncclrun-drop-cap.yaml", []string{"no-ipc-lock@9", "pod-security@12"}, []string{"dropped"}},

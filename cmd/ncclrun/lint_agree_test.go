@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -150,5 +151,33 @@ func TestDoctorAndLintAgree(t *testing.T) {
 	for _, row := range pinrule.Table {
 		_, skip := inexpressible[row.Name]
 		assert.True(t, covered[row.Name] || skip, "row %s has an agreement case", row.Name)
+	}
+}
+
+// TestLintAgreesOnUsage: lint finds ncclrun-usage in a pod whose command
+// is ncclrun with these flags exactly when ncclrun itself, given them,
+// exits 2 before starting the command.
+func TestLintAgreesOnUsage(t *testing.T) {
+	for _, words := range [][]string{
+		{"--stop-grace", "1s"},
+		{"--stop-grase", "1s"},
+		{"run", "--quiet", "--stop-grace=1s"},
+		{"--quiet", "run", "--json"},
+		{"--json", "run"},
+		{"--no-transport-probe", "run", "--hang-after", "1h"},
+		{"--format", "json"},
+	} {
+		t.Run(strings.Join(words, " "), func(t *testing.T) {
+			argv := append(append([]string{}, words...), "--", "true")
+			r := ncclrun(t, argv...)
+			quoted := `["/usr/local/bin/ncclrun", "` + strings.Join(argv, `", "`) + `"]`
+			rep, err := lint.CheckBytes("agree.yaml", []byte(agreePod("", "", "", "", quoted)))
+			require.NoError(t, err)
+			found := false
+			for _, f := range rep.Findings {
+				found = found || f.ID == lint.IDNcclrunUsage
+			}
+			assert.Equal(t, r.code == ExitUsage, found, "ncclrun exits %d: %s", r.code, r.stderr)
+		})
 	}
 }
