@@ -3,7 +3,12 @@ GO      ?= go
 BIN     ?= bin/ncclrun
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
-LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
+# runtime.godebugDefault is the GODEBUG the binary starts with (the go
+# command sets it the same way from go.mod): disablethp=1 keeps the Go
+# heap off transparent huge pages from its first page, on nodes whose THP
+# setting is "always" (docs/performance.md, "Huge pages").
+GODEBUG_DEFAULT := -X runtime.godebugDefault=disablethp=1
+LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT) $(GODEBUG_DEFAULT)
 IMAGE   ?= ncclrun:dev
 BASE_IMAGE ?= ubuntu:24.04
 FUZZTIME ?= 10s

@@ -16,7 +16,8 @@ import (
 	"github.com/ncclrun/ncclrun/internal/testutil"
 )
 
-// Values the test binary is linked with, as the Makefile does.
+// Values the test binary is linked with, as the Makefile does (with its
+// default GODEBUG).
 const (
 	testVersion = "9.8.7-test"
 	testCommit  = "c0ffee"
@@ -46,7 +47,7 @@ func testMain(m *testing.M) int {
 	}
 	binDir, bin = dir, filepath.Join(dir, "ncclrun")
 	build := exec.Command("go", "build", "-o", bin,
-		"-ldflags", "-X main.version="+testVersion+" -X main.commit="+testCommit, ".")
+		"-ldflags", "-X main.version="+testVersion+" -X main.commit="+testCommit+" -X runtime.godebugDefault=disablethp=1", ".")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
