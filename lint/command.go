@@ -75,13 +75,17 @@ func parseLaunch(argv []string, known bool) launch {
 
 // flags reads ncclrun's own flags as ncclrun does (internal/cmdline):
 // run's, before and after the word `run`, up to `--` or the command, which
-// it keeps in l.cmd. A word that run refuses is kept in l.bad (ncclrun
-// itself would exit 2) and skipped.
+// it keeps in l.cmd. A word that run refuses (not its flag, a flag
+// without its value, a value the flag's kind refuses) is kept in l.bad
+// (ncclrun itself would exit 2) and skipped.
 func (l *launch) flags(args []string) {
 	runWord := false
 	for {
 		got, rest, bad := cmdline.Parse("run", args)
 		for _, a := range got {
+			if a.Flag.Check(a.Value) != nil && l.bad == "" {
+				l.bad = "--" + a.Flag.Name + "=" + a.Value
+			}
 			switch a.Flag.Name {
 			case "user":
 				l.user, l.userSet = a.Value, true

@@ -97,6 +97,8 @@ func TestNcclrunUsage(t *testing.T) {
 		{[]string{"run", "--json", "--", "torchrun", "train.py"}, "--json"},
 		{[]string{"--json", "run", "--", "torchrun", "train.py"}, "--json"},
 		{[]string{"--no-watch", "--stop-grace"}, "--stop-grace"},
+		{[]string{"--stop-grace", "2 minutes", "--", "torchrun", "train.py"}, "--stop-grace=2 minutes"},
+		{[]string{"--quiet=yes", "--", "torchrun", "train.py"}, "--quiet=yes"},
 		{[]string{"--stop-grace", "120s", "run", "--no-watch", "--", "torchrun", "train.py"}, ""},
 		{[]string{"torchrun", "--bogus", "train.py"}, ""}, // CMD's own flags
 	} {

@@ -166,6 +166,9 @@ func TestLintAgreesOnUsage(t *testing.T) {
 		{"--json", "run"},
 		{"--no-transport-probe", "run", "--hang-after", "1h"},
 		{"--format", "json"},
+		{"--stop-grace", "bogus"},
+		{"--no-watch=maybe"},
+		{"run", "--quiet=false", "--kill-after=90s"},
 	} {
 		t.Run(strings.Join(words, " "), func(t *testing.T) {
 			argv := append(append([]string{}, words...), "--", "true")

@@ -2,14 +2,19 @@
 // name, whether it takes a value, its NCCLRUN_* variable and the commands
 // that own it. cmd/ncclrun builds each command's flags from it and reads
 // the words before a command with it; lint reads the ncclrun command line
-// of a manifest with it. It knows nothing of how a flag's value is
-// checked or used: that is each command's.
+// of a manifest with it. Of a flag's value it knows the kind's syntax
+// (true or false, a duration, Check); what a value means is each
+// command's.
 //
 // A command owns exactly the rows that name it. A flag it does not own is
 // a usage error there, and that flag's variable is not read.
 package cmdline
 
-import "strings"
+import (
+	"strconv"
+	"strings"
+	"time"
+)
 
 // Kind is what a flag's value is.
 type Kind int
@@ -56,6 +61,21 @@ type Flag struct {
 	// Default is the value when neither the flag nor Env is set ("" for
 	// none); DefaultText, when set, is what help shows instead.
 	Default, DefaultText string
+}
+
+// Check reports whether the flag's kind accepts value, as ncclrun's flag
+// parser checks it: a Bool's true or false (strconv.ParseBool), a
+// Duration's Go duration. What a String means (a size, a signal, one of
+// a few words) is checked by the command that reads it.
+func (f Flag) Check(value string) error {
+	var err error
+	switch f.Kind {
+	case Bool:
+		_, err = strconv.ParseBool(value)
+	case Duration:
+		_, err = time.ParseDuration(value)
+	}
+	return err
 }
 
 // TakesValue reports whether the flag needs a value (--flag V or --flag=V).

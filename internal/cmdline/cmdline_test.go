@@ -122,3 +122,21 @@ func TestDocumented(t *testing.T) {
 		}
 	}
 }
+
+// TestCheck: a Bool takes what strconv.ParseBool takes and a Duration a
+// Go duration, as the flag parser checks them; a String's meaning is its
+// command's.
+func TestCheck(t *testing.T) {
+	for _, c := range []struct {
+		flag, value string
+		ok          bool
+	}{
+		{"quiet", "true", true}, {"quiet", "0", true}, {"quiet", "yes", false},
+		{"stop-grace", "90s", true}, {"stop-grace", "1h30m", true}, {"stop-grace", "90", false}, {"stop-grace", "2 minutes", false},
+		{"on-hang", "anything", true},
+	} {
+		f, ok := Lookup("run", c.flag)
+		require.True(t, ok, c.flag)
+		assert.Equal(t, c.ok, f.Check(c.value) == nil, "--%s=%s", c.flag, c.value)
+	}
+}
