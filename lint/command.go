@@ -26,7 +26,8 @@ type launch struct {
 	userSet                 bool
 	cmd                     []string
 	// bad is the first word of ncclrun's flags that run refuses (not its
-	// flag, or a value flag without its value); "" for none.
+	// flag, or a value flag without its value), or NAME=VALUE of an
+	// NCCLRUN_* variable whose value run refuses; "" for none.
 	bad string
 }
 
@@ -118,10 +119,18 @@ func (l *launch) flags(args []string) {
 
 // applyEnv takes run's NCCLRUN_USER, NCCLRUN_DROP_CAP and NCCLRUN_MEMLOCK
 // from the container's environment where no flag set them (flags win, as
-// in ncclrun).
+// in ncclrun), and keeps in l.bad the first variable whose value the
+// flag's kind refuses: ncclrun reads every one of run's variables, a flag
+// given or not (an empty one is unset to it).
 func (l *launch) applyEnv(env map[string]string) {
 	if !l.ncclrun {
 		return
+	}
+	for _, f := range cmdline.For("run") {
+		v := env[f.Env]
+		if l.bad == "" && f.Env != "" && v != "" && f.Check(v) != nil {
+			l.bad = f.Env + "=" + v
+		}
 	}
 	if v, ok := env[runEnv("user")]; ok && !l.userSet && v != "" {
 		l.user, l.userSet = v, true

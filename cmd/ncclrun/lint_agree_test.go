@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -155,26 +156,42 @@ func TestDoctorAndLintAgree(t *testing.T) {
 }
 
 // TestLintAgreesOnUsage: lint finds ncclrun-usage in a pod whose command
-// is ncclrun with these flags exactly when ncclrun itself, given them,
-// exits 2 before starting the command.
+// is ncclrun with these flags and environment exactly when ncclrun itself,
+// given them, exits 2 before starting the command.
 func TestLintAgreesOnUsage(t *testing.T) {
-	for _, words := range [][]string{
-		{"--stop-grace", "1s"},
-		{"--stop-grase", "1s"},
-		{"run", "--quiet", "--stop-grace=1s"},
-		{"--quiet", "run", "--json"},
-		{"--json", "run"},
-		{"--no-transport-probe", "run", "--hang-after", "1h"},
-		{"--format", "json"},
-		{"--stop-grace", "bogus"},
-		{"--no-watch=maybe"},
-		{"run", "--quiet=false", "--kill-after=90s"},
+	for _, c := range []struct {
+		words []string
+		env   string // NAME=VALUE
+	}{
+		{words: []string{"--stop-grace", "1s"}},
+		{words: []string{"--stop-grase", "1s"}},
+		{words: []string{"run", "--quiet", "--stop-grace=1s"}},
+		{words: []string{"--quiet", "run", "--json"}},
+		{words: []string{"--json", "run"}},
+		{words: []string{"--no-transport-probe", "run", "--hang-after", "1h"}},
+		{words: []string{"--format", "json"}},
+		{words: []string{"--stop-grace", "bogus"}},
+		{words: []string{"--no-watch=maybe"}},
+		{words: []string{"run", "--quiet=false", "--kill-after=90s"}},
+		{env: "NCCLRUN_KILL_AFTER=90"},
+		{words: []string{"--kill-after", "5s"}, env: "NCCLRUN_KILL_AFTER=90"},
+		{env: "NCCLRUN_QUIET=yes"},
+		{env: "NCCLRUN_QUIET="},
+		{env: "NCCLRUN_JSON=bogus"}, // explain's and doctor's variable: run does not read it
 	} {
-		t.Run(strings.Join(words, " "), func(t *testing.T) {
-			argv := append(append([]string{}, words...), "--", "true")
-			r := ncclrun(t, argv...)
+		t.Run(strings.Join(c.words, " ")+" "+c.env, func(t *testing.T) {
+			argv := append(append([]string{}, c.words...), "--", "true")
+			var env []string
+			manifestEnv := ""
+			if c.env != "" {
+				env = []string{c.env}
+				name, value, _ := strings.Cut(c.env, "=")
+				manifestEnv = fmt.Sprintf("      env: [{name: %s, value: %q}]\n", name, value)
+			}
+			r := invocation{args: argv, env: env}.run(t)
 			quoted := `["/usr/local/bin/ncclrun", "` + strings.Join(argv, `", "`) + `"]`
-			rep, err := lint.CheckBytes("agree.yaml", []byte(agreePod("", "", "", "", quoted)))
+			pod := strings.Replace(agreePod("", "", "", "", quoted), "      resources:", manifestEnv+"      resources:", 1)
+			rep, err := lint.CheckBytes("agree.yaml", []byte(pod))
 			require.NoError(t, err)
 			found := false
 			for _, f := range rep.Findings {
