@@ -26,6 +26,9 @@ type Options struct {
 	PySpy     string
 	PIDs      []int
 	StacksOff string
+	// FRPipes is the job's TORCH_NCCL_DEBUG_INFO_PIPE_FILE; "" leaves the
+	// flight-recorder pipes alone (AskDumps).
+	FRPipes string
 	// Budget bounds the whole capture; 0 is DefaultBudget.
 	Budget time.Duration
 }
@@ -42,10 +45,13 @@ type Evidence struct {
 	Stacks  []Stack    `json:"stacks,omitempty"`
 	// StacksOff says why there are no py-spy stacks (not installed, ...).
 	StacksOff string `json:"stacks_off,omitempty"`
+	// FRPipes are the ranks asked for a flight-recorder dump.
+	FRPipes []Pipe `json:"fr_pipes,omitempty"`
 }
 
-// Capture takes RAS's status and the processes' Python stacks at once,
-// within the budget, into o.Dir. It never fails: what it could not take
+// Capture takes RAS's status and the processes' Python stacks, and asks
+// each rank for its flight-recorder dump, at once, within the budget,
+// into o.Dir (the dumps come later, where the job's torch writes them). It never fails: what it could not take
 // says why in the Evidence.
 func Capture(ctx context.Context, o Options) Evidence {
 	start := time.Now()
@@ -71,6 +77,9 @@ func Capture(ctx context.Context, o Options) Evidence {
 			defer wg.Done()
 			ev.Stacks = PySpy(ctx, o.PySpy, o.Dir, o.PIDs)
 		}()
+	}
+	if o.FRPipes != "" {
+		ev.FRPipes = AskDumps(o.FRPipes)
 	}
 	wg.Wait()
 	if o.Dir == "" {

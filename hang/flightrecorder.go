@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math/big"
 	"os"
 	"path/filepath"
@@ -44,7 +45,7 @@ const (
 	MaxDumps = 256
 )
 
-// maxDumpEntries bounds the directory entries ReadDumps looks at: the
+// maxDumpEntries bounds the directory entries rankFiles looks at: the
 // directory is CMD's (its user's under --user), and a listing of millions
 // of names would cost ncclrun hundreds of MB and seconds.
 var maxDumpEntries = 1 << 16
@@ -313,46 +314,57 @@ func finishPG(p *PGTrace, es []FREntry) {
 	}
 }
 
-// ReadDumps reads the dumps whose names are prefix followed by a rank
-// (TORCH_FR_DUMP_TEMP_FILE's <prefix><global rank>), at most MaxDumps of
-// them, sorted by rank, until ctx is done. Links are not followed.
-func ReadDumps(ctx context.Context, prefix string) []Dump {
+// rankFile is a file of one rank: <stem><rank><suffix>.
+type rankFile struct {
+	name string
+	rank int
+}
+
+// rankFiles lists the files <stem><rank><suffix> of prefix's directory
+// (<dir>/<stem>) whose type keep accepts, by rank; links in the
+// directory's own path are followed, the files' are not (a link's type
+// is a link). At most maxDumpEntries directory entries are read.
+func rankFiles(prefix, suffix string, keep func(fs.FileMode) bool) (string, []rankFile) {
 	dir, stem := filepath.Split(prefix)
 	if dir == "" {
 		dir = "."
 	}
 	if r, err := filepath.EvalSymlinks(dir); err == nil {
-		dir = r // the dumps themselves are opened without following links
+		dir = r
 	}
 	d, err := os.Open(dir)
 	if err != nil {
-		return nil
+		return dir, nil
 	}
 	defer d.Close()
-	type cand struct {
-		name string
-		rank int
-	}
-	var cs []cand
+	var out []rankFile
 	for budget := maxDumpEntries; budget > 0; {
 		des, err := d.ReadDir(min(budget, 1024))
 		budget -= len(des)
 		for _, de := range des {
 			n := de.Name()
-			if !de.Type().IsRegular() || !strings.HasPrefix(n, stem) {
+			if !keep(de.Type()) || !strings.HasPrefix(n, stem) || !strings.HasSuffix(n, suffix) {
 				continue
 			}
-			r, err := strconv.Atoi(strings.TrimPrefix(n, stem))
+			r, err := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(n, stem), suffix))
 			if err != nil || r < 0 {
 				continue
 			}
-			cs = append(cs, cand{n, r})
+			out = append(out, rankFile{n, r})
 		}
 		if err != nil {
 			break
 		}
 	}
-	sort.Slice(cs, func(i, j int) bool { return cs[i].rank < cs[j].rank })
+	sort.Slice(out, func(i, j int) bool { return out[i].rank < out[j].rank })
+	return dir, out
+}
+
+// ReadDumps reads the dumps whose names are prefix followed by a rank
+// (TORCH_FR_DUMP_TEMP_FILE's <prefix><global rank>), at most MaxDumps of
+// them, sorted by rank, until ctx is done. Links are not followed.
+func ReadDumps(ctx context.Context, prefix string) []Dump {
+	dir, cs := rankFiles(prefix, "", fs.FileMode.IsRegular)
 	var out []Dump
 	for i, c := range cs {
 		path := filepath.Join(dir, c.name)

@@ -1,0 +1,77 @@
+package hang
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// Pipe is one rank's flight-recorder pipe, asked for a dump.
+type Pipe struct {
+	Rank  int    `json:"rank"`
+	File  string `json:"file"`
+	Error string `json:"error,omitempty"`
+}
+
+// AskDumps asks every rank whose flight-recorder pipe is under stem (the
+// job's TORCH_NCCL_DEBUG_INFO_PIPE_FILE) for a dump. torch (2.2+) makes
+// the FIFO <stem><rank>.pipe for each rank and reads it from the rank's
+// monitor thread: any byte written makes that rank dump its flight
+// recorder where TORCH_FR_DUMP_TEMP_FILE says, while training goes on. A
+// path in the directory is opened only as a FIFO: without following a
+// link, without blocking (no reader is ENXIO), and checked to be a FIFO
+// before anything is written, since the ranks' user chose what is there.
+// At most MaxDumps pipes are asked.
+func AskDumps(stem string) []Pipe {
+	dir, files := rankFiles(stem, ".pipe", func(m fs.FileMode) bool { return m&fs.ModeNamedPipe != 0 })
+	var out []Pipe
+	for i, f := range files {
+		if i == MaxDumps {
+			break
+		}
+		p := Pipe{Rank: f.rank, File: filepath.Join(dir, f.name)}
+		if err := poke(p.File); err != nil {
+			p.Error = err.Error()
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// RemovePipes removes the ranks' pipes under stem, which torch leaves
+// behind: in ncclrun's own evidence directory they would keep it from
+// being removed when it holds nothing else.
+func RemovePipes(stem string) {
+	dir, files := rankFiles(stem, ".pipe", func(m fs.FileMode) bool { return m&fs.ModeNamedPipe != 0 })
+	for _, f := range files {
+		_ = os.Remove(filepath.Join(dir, f.name))
+	}
+}
+
+// poke writes one byte to the FIFO at path.
+func poke(path string) error {
+	fd, err := unix.Open(path, unix.O_WRONLY|unix.O_NONBLOCK|unix.O_NOFOLLOW|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	if errors.Is(err, syscall.ENXIO) {
+		return errors.New("no reader: the rank's torch does not read its pipe (it exited, or is older than 2.2)")
+	}
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFIFO {
+		return errors.New("not a FIFO: not written")
+	}
+	_, err = unix.Write(fd, []byte{'\n'})
+	if errors.Is(err, syscall.EAGAIN) {
+		return nil // full: a dump is asked for already
+	}
+	return err
+}
