@@ -29,8 +29,12 @@ import (
 // once CMD exited, into the report's hang object.
 
 // frPrefixName is the file name stem of the flight-recorder dumps in the
-// evidence directory; torch appends the global rank.
-const frPrefixName = "flight_recorder_rank_"
+// evidence directory; torch appends the global rank. frPipeName is that of
+// the ranks' dump pipes; torch appends the rank and ".pipe".
+const (
+	frPrefixName = "flight_recorder_rank_"
+	frPipeName   = "flight_recorder_pipe_"
+)
 
 // hangSettings are the flags as parsed.
 type hangSettings struct {
@@ -54,20 +58,29 @@ func parseHang(c *cli.Context) (hangSettings, error) {
 }
 
 // hangPlan is where a job's hang evidence goes: the evidence directory
-// ("" when it could not be made), the flight recorder's dump prefix in it
-// and the RAS address ncclrun would give the job.
+// ("" when it could not be made), the flight recorder's dump prefix and
+// pipe stem in it (the stem "" where no pipes are made), and the RAS
+// address ncclrun would give the job.
 type hangPlan struct {
-	dir, frPrefix, rasAddr string
+	dir, frPrefix, frPipe, rasAddr string
 }
 
 // newHangPlan makes the job's evidence directory under TMPDIR (owned by
 // CMD's uid when run drops to another user, so that its ranks can write
-// their dumps) and picks a free loopback port for RAS.
-func newHangPlan(u *launcher.User) hangPlan {
+// their dumps) and picks a free loopback port for RAS. pipes asks for the
+// ranks' dump pipes too (--hang-after: the capture of a silent job is
+// the one that needs them). torch aborts a rank that cannot make its
+// pipe, where a dump it cannot write only costs the dump, so the pipes
+// stay off by default: a CMD that switches users itself (gosu, su-exec)
+// would not be able to make them in a directory of ncclrun's user.
+func newHangPlan(u *launcher.User, pipes bool) hangPlan {
 	var p hangPlan
 	if dir, err := os.MkdirTemp("", "ncclrun-hang-"); err == nil {
 		if u == nil || os.Chown(dir, int(u.UID), int(u.GID)) == nil {
 			p.dir, p.frPrefix = dir, filepath.Join(dir, frPrefixName)
+			if pipes {
+				p.frPipe = filepath.Join(dir, frPipeName)
+			}
 		} else {
 			_ = os.Remove(dir)
 		}
@@ -114,6 +127,9 @@ func hangEnv(base []string, p hangPlan) []launcher.EnvVar {
 	if p.frPrefix != "" {
 		pair([]string{"TORCH_FR_DUMP_TEMP_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE"}, p.frPrefix, "the flight-recorder dumps go to ncclrun's evidence directory, where the report reads them (not under HOME)")
 	}
+	if p.frPipe != "" {
+		pair([]string{"TORCH_NCCL_DEBUG_INFO_PIPE_FILE"}, p.frPipe, "each rank (torch 2.2+) makes a pipe in ncclrun's evidence directory, through which --hang-after's capture asks it for its flight-recorder dump while the job still runs")
+	}
 	pair([]string{"TORCH_NCCL_ASYNC_ERROR_HANDLING"}, "3", "a timed-out rank is torn down without aborting NCCL first, so its flight-recorder dump is written (torchrun would set 1)",
 		"NCCL_ASYNC_ERROR_HANDLING") // its name before torch 2.2
 	pair([]string{"PYTHONFAULTHANDLER"}, "1", "a Python process that dies of SIGABRT (the watchdog's teardown) prints every thread's stack to its stderr")
@@ -128,6 +144,7 @@ type hangRun struct {
 	plan    hangPlan
 	rasAddr string // the address CMD's NCCL uses; "" when RAS is off
 	frPref  string // the dump prefix CMD's torch uses
+	frPipe  string // the pipe stem CMD's torch uses ("": none)
 	stderr  io.Writer
 	cmd     string
 
@@ -161,6 +178,7 @@ func newHangRun(e *env, s hangSettings, p hangPlan, childEnv []string, conf map[
 			h.frPref = v
 		}
 	}
+	h.frPipe = lookup("TORCH_NCCL_DEBUG_INFO_PIPE_FILE")
 	if s.stop {
 		h.stop = make(chan struct{})
 	}
@@ -227,7 +245,7 @@ func (h *hangRun) fire(trigger string, idle bool) {
 
 func (h *hangRun) capture() {
 	defer close(h.done)
-	o := hang.Options{Dir: h.plan.dir, RASAddr: h.rasAddr}
+	o := hang.Options{Dir: h.plan.dir, RASAddr: h.rasAddr, FRPipes: h.frPipe}
 	if py, err := exec.LookPath("py-spy"); err == nil {
 		o.PySpy, o.PIDs = py, hang.Descendants("/proc", os.Getpid())
 	} else {
@@ -285,6 +303,15 @@ func evidenceLine(ev hang.Evidence) string {
 	if ev.StacksOff == "" {
 		parts = append(parts, strconv.Itoa(n)+" process stack(s) from py-spy")
 	}
+	asked := 0
+	for _, p := range ev.FRPipes {
+		if p.Error == "" {
+			asked++
+		}
+	}
+	if asked > 0 {
+		parts = append(parts, strconv.Itoa(asked)+" rank(s) asked for a flight-recorder dump")
+	}
 	return strings.Join(parts, "; ")
 }
 
@@ -334,6 +361,7 @@ type hangReport struct {
 	EvidenceDir    string          `json:"evidence_dir,omitempty"`
 	RAS            *hang.RASStatus `json:"ras,omitempty"`
 	FlightRecorder []hang.Dump     `json:"flight_recorder,omitempty"`
+	FRPipes        []hang.Pipe     `json:"fr_pipes,omitempty"`
 	Stacks         []hang.Stack    `json:"stacks,omitempty"`
 	StacksOff      string          `json:"stacks_off,omitempty"`
 }
@@ -356,9 +384,12 @@ func joinHang(lines *diagnosis.Hang, live *hangReport) *hangReport {
 
 // report reads the flight-recorder dumps (bounded: hang.ReadDumps, two
 // seconds) and returns the report's hang object; nil when there was no
-// capture and no dump. The evidence directory is removed when it holds
-// nothing.
+// capture and no dump. The ranks' pipes in the evidence directory are
+// removed, and the directory when it then holds nothing.
 func (h *hangRun) report() *hangReport {
+	if h.plan.frPipe != "" && h.frPipe == h.plan.frPipe {
+		hang.RemovePipes(h.frPipe)
+	}
 	h.mu.Lock()
 	captured := h.ev != nil
 	h.mu.Unlock()
@@ -382,7 +413,7 @@ func (h *hangRun) report() *hangReport {
 	}
 	r := &hangReport{Certainty: "unknown", Trigger: h.trigger, FlightRecorder: dumps}
 	if ev != nil {
-		r.EvidenceDir, r.RAS, r.Stacks, r.StacksOff = ev.Dir, ev.RAS, ev.Stacks, ev.StacksOff
+		r.EvidenceDir, r.RAS, r.Stacks, r.StacksOff, r.FRPipes = ev.Dir, ev.RAS, ev.Stacks, ev.StacksOff, ev.FRPipes
 	} else if h.plan.dir != "" && strings.HasPrefix(h.frPref, h.plan.dir+string(filepath.Separator)) {
 		r.EvidenceDir = h.plan.dir
 	}

@@ -121,6 +121,37 @@ func TestHangAfter(t *testing.T) {
 	assert.NotContains(t, r.EnvAdded, "NCCL_RAS_ADDR", "set by the user")
 }
 
+// TestHangAfterAsksFlightRecorder: with --hang-after, each rank gets a
+// dump pipe in the evidence directory (TORCH_NCCL_DEBUG_INFO_PIPE_FILE);
+// the silent job's capture writes to every pipe a rank holds open, the
+// rank (here a shell playing torch's monitor thread) dumps its flight
+// recorder while the job runs, and the report has the dump and the ranks
+// asked. The pipe is gone afterwards.
+func TestHangAfterAsksFlightRecorder(t *testing.T) {
+	rep := filepath.Join(t.TempDir(), "report.json")
+	script := `p="${TORCH_NCCL_DEBUG_INFO_PIPE_FILE}1.pipe"; mkfifo "$p" && exec 3<>"$p" || exit 9
+(read -r b <&3; cp '` + frFixture + `' "${TORCH_FR_DUMP_TEMP_FILE}1") &
+echo step 1; read x; wait; echo done`
+	code, stdout, stderr := hangJob(t, []string{"NCCL_RAS_ENABLE=0"},
+		[]string{"--hang-after", "300ms", "--report", rep}, script,
+		func(l string) bool { return strings.HasPrefix(l, "ncclrun: suspected hang") },
+		func(stdin io.WriteCloser) { stdin.Close() })
+	assert.Equal(t, 0, code, "stderr %q", stderr)
+	assert.Equal(t, "step 1\ndone\n", stdout)
+	require.NotEmpty(t, stderr)
+	assert.Contains(t, stderr[0], "1 rank(s) asked for a flight-recorder dump")
+
+	r := readReport(t, rep)
+	require.NotNil(t, r.Hang)
+	t.Cleanup(func() { os.RemoveAll(r.Hang.EvidenceDir) })
+	pipe := filepath.Join(r.Hang.EvidenceDir, frPipeName+"1.pipe")
+	assert.Equal(t, []hang.Pipe{{Rank: 1, File: pipe}}, r.Hang.FRPipes)
+	require.Len(t, r.Hang.FlightRecorder, 1, "the rank dumped when asked")
+	assert.Equal(t, 1, r.Hang.FlightRecorder[0].Rank)
+	assert.NoFileExists(t, pipe, "torch leaves its pipe; ncclrun removes it")
+	assert.Contains(t, r.EnvAdded, "TORCH_NCCL_DEBUG_INFO_PIPE_FILE")
+}
+
 // TestOnHangStop: the first watchdog timeout line starts the capture;
 // with --on-hang stop ncclrun then stops CMD as SIGTERM would and exits
 // ExitHang, the report keeping CMD's own status and the termination
@@ -245,6 +276,12 @@ func TestHangEnv(t *testing.T) {
 		assert.NotContains(t, got, n)
 	}
 	assert.Contains(t, got, "TORCH_NCCL_DUMP_ON_TIMEOUT")
+	// The dump pipes only where the plan has them (--hang-after).
+	p.frPipe = "/tmp/d/" + frPipeName
+	assert.Equal(t, p.frPipe, names(hangEnv(nil, p))["TORCH_NCCL_DEBUG_INFO_PIPE_FILE"])
+	r := ncclrun(t, "run", "--", "sh", "-c", `echo "${TORCH_NCCL_DEBUG_INFO_PIPE_FILE:-unset}"`)
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Equal(t, "unset\n", r.stdout, "no pipes without --hang-after")
 }
 
 // ncclrun env lists hang capture's variables, with run's per-job parts as

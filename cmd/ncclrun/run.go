@@ -259,7 +259,7 @@ func planChild(e *env, j runJob, rep preflight.Report) childPlan {
 	// (ncclrun in front of each rank there captures its own).
 	var hp hangPlan
 	if !j.s.noWatch && j.command(e.environ).Remote() == "" {
-		hp = newHangPlan(j.user)
+		hp = newHangPlan(j.user, j.s.hang.after > 0)
 		extra = append(extra, hangEnv(e.environ, hp)...)
 		if hp.dir != "" {
 			// Removed at the end when empty, also where CMD never
