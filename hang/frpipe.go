@@ -27,7 +27,7 @@ type Pipe struct {
 // before anything is written, since the ranks' user chose what is there.
 // At most MaxDumps pipes are asked.
 func AskDumps(stem string) []Pipe {
-	dir, files := rankFiles(stem, ".pipe", func(m fs.FileMode) bool { return m&fs.ModeNamedPipe != 0 })
+	dir, files := rankFiles(stem, ".pipe", isFIFO)
 	var out []Pipe
 	for i, f := range files {
 		if i == MaxDumps {
@@ -46,11 +46,13 @@ func AskDumps(stem string) []Pipe {
 // behind: in ncclrun's own evidence directory they would keep it from
 // being removed when it holds nothing else.
 func RemovePipes(stem string) {
-	dir, files := rankFiles(stem, ".pipe", func(m fs.FileMode) bool { return m&fs.ModeNamedPipe != 0 })
+	dir, files := rankFiles(stem, ".pipe", isFIFO)
 	for _, f := range files {
 		_ = os.Remove(filepath.Join(dir, f.name))
 	}
 }
+
+func isFIFO(m fs.FileMode) bool { return m&fs.ModeNamedPipe != 0 }
 
 // poke writes one byte to the FIFO at path.
 func poke(path string) error {
