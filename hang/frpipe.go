@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"syscall"
 
-	"golang.org/x/sys/unix"
+	"github.com/ncclrun/ncclrun/internal/safefile"
 )
 
 // Pipe is one rank's flight-recorder pipe, asked for a dump.
@@ -22,9 +22,9 @@ type Pipe struct {
 // the FIFO <stem><rank>.pipe for each rank and reads it from the rank's
 // monitor thread: any byte written makes that rank dump its flight
 // recorder where TORCH_FR_DUMP_TEMP_FILE says, while training goes on. A
-// path in the directory is opened only as a FIFO: without following a
-// link, without blocking (no reader is ENXIO), and checked to be a FIFO
-// before anything is written, since the ranks' user chose what is there.
+// path in the directory is opened only as a FIFO, looked at before it is
+// opened, without a link on the way and without blocking (no reader is
+// ENXIO), since the ranks' user chose what is there.
 // At most MaxDumps pipes are asked.
 func AskDumps(stem string) []Pipe {
 	dir, files := rankFiles(stem, ".pipe", isFIFO)
@@ -54,26 +54,31 @@ func RemovePipes(stem string) {
 
 func isFIFO(m fs.FileMode) bool { return m&fs.ModeNamedPipe != 0 }
 
-// poke writes one byte to the FIFO at path.
+// poke writes one byte to the FIFO at path (safefile.OpenFIFO: only a
+// FIFO, reached without a link, looked at before it is opened).
 func poke(path string) error {
-	fd, err := unix.Open(path, unix.O_WRONLY|unix.O_NONBLOCK|unix.O_NOFOLLOW|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	f, err := safefile.OpenFIFO(path)
 	if errors.Is(err, syscall.ENXIO) {
 		return errors.New("no reader: the rank's torch does not read its pipe (it exited, or is older than 2.2)")
 	}
 	if err != nil {
 		return err
 	}
-	defer unix.Close(fd)
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
+	defer f.Close()
+	rc, err := f.SyscallConn()
+	if err != nil {
 		return err
 	}
-	if st.Mode&unix.S_IFMT != unix.S_IFIFO {
-		return errors.New("not a FIFO: not written")
+	var werr error
+	// One attempt: a full pipe (EAGAIN) is not waited for.
+	if err := rc.Write(func(fd uintptr) bool {
+		_, werr = syscall.Write(int(fd), []byte{'\n'})
+		return true
+	}); err != nil {
+		return err
 	}
-	_, err = unix.Write(fd, []byte{'\n'})
-	if errors.Is(err, syscall.EAGAIN) {
+	if errors.Is(werr, syscall.EAGAIN) {
 		return nil // full: a dump is asked for already
 	}
-	return err
+	return werr
 }

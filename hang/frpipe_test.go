@@ -44,7 +44,7 @@ func TestAskDumps(t *testing.T) {
 	buf := make([]byte, 8)
 	n, err := r0.Read(buf)
 	require.NoError(t, err)
-	assert.Equal(t, 1, n, "rank 0 was asked once (the link to its pipe is not followed)")
+	assert.Equal(t, 1, n, "rank 0 was asked once (a link named as a pipe is not one)")
 	n, err = r12.Read(buf)
 	require.NoError(t, err)
 	assert.Equal(t, 1, n)
@@ -81,4 +81,40 @@ func TestRemovePipes(t *testing.T) {
 		left = append(left, de.Name())
 	}
 	assert.Equal(t, []string{"p-1.pipe", "p-2.pipe"}, left)
+}
+
+// TestPokeFullPipe: a pipe its reader never drains (the ranks' user can
+// fill it) is not waited for: the write is one attempt.
+func TestPokeFullPipe(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "r0.pipe")
+	require.NoError(t, unix.Mkfifo(p, 0o600))
+	r, err := os.OpenFile(p, os.O_RDONLY|unix.O_NONBLOCK, 0)
+	require.NoError(t, err)
+	defer r.Close()
+	w, err := unix.Open(p, unix.O_WRONLY|unix.O_NONBLOCK, 0)
+	require.NoError(t, err)
+	defer unix.Close(w)
+	chunk := make([]byte, 4096)
+	for {
+		if _, err := unix.Write(w, chunk); err != nil {
+			require.ErrorIs(t, err, unix.EAGAIN)
+			break
+		}
+	}
+	assert.NoError(t, poke(p), "a full pipe: a dump is asked for already")
+}
+
+// TestPokeRefusesLinks: a link to a FIFO with a reader is not written.
+func TestPokeRefusesLinks(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "r0.pipe")
+	require.NoError(t, unix.Mkfifo(fifo, 0o600))
+	r, err := os.OpenFile(fifo, os.O_RDONLY|unix.O_NONBLOCK, 0)
+	require.NoError(t, err)
+	defer r.Close()
+	link := filepath.Join(dir, "r1.pipe")
+	require.NoError(t, os.Symlink(fifo, link))
+	assert.Error(t, poke(link))
+	_, err = r.Read(make([]byte, 8))
+	assert.Error(t, err, "nothing was written")
 }

@@ -35,6 +35,8 @@ var (
 	// ErrNotRegular means the path is not a regular file (a FIFO, a
 	// device, a directory, a socket).
 	ErrNotRegular = errors.New("not a regular file")
+	// ErrNotFIFO: OpenFIFO found something else.
+	ErrNotFIFO = errors.New("not a FIFO")
 	// ErrLinkKept means WriteFile found a symbolic link at the path and
 	// left it as it is: writing through it is what a link a less
 	// privileged process planted wants, and renaming over it would

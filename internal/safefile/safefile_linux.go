@@ -49,25 +49,47 @@ func OpenFollow(path string) (*os.File, error) {
 	return openLooked(pfd, path)
 }
 
+// OpenFIFO opens path for writing if it is a FIFO reached without a
+// symbolic link (ErrSymlink; anything else is ErrNotFIFO), never
+// blocking: without a reader it fails with ENXIO, as open(2) does.
+func OpenFIFO(path string) (*os.File, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("open %q: %w", path, err)
+	}
+	pfd, err := openNoSymlinks(abs, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("open %q: %w", path, err)
+	}
+	return openKind(pfd, path, unix.S_IFIFO, ErrNotFIFO, unix.O_WRONLY|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC)
+}
+
 // openLooked opens for reading the file that pfd, an O_PATH descriptor
-// (closed here), looks at, when it is a regular file: only then is it
-// opened, through pfd, so that a device's driver is never asked to open
-// (a serial line's DTR, a watchdog, a tape's rewind), a FIFO cannot block,
-// and nothing can be swapped in between the look and the open.
+// (closed here), looks at, when it is a regular file (openKind).
 func openLooked(pfd int, path string) (*os.File, error) {
+	return openKind(pfd, path, unix.S_IFREG, ErrNotRegular, readFlags&^unix.O_NOFOLLOW)
+}
+
+// openKind opens with flags the file that pfd, an O_PATH descriptor
+// (closed here), looks at, when it is of type kind (else notKind): only
+// then is it opened, through pfd, so that a device's driver is never
+// asked to open (a serial line's DTR, a watchdog, a tape's rewind), a
+// FIFO opened for reading cannot block, and nothing can be swapped in
+// between the look and the open.
+func openKind(pfd int, path string, kind uint32, notKind error, flags int) (*os.File, error) {
 	defer unix.Close(pfd)
 	var st unix.Stat_t
 	if err := unix.Fstat(pfd, &st); err != nil {
 		return nil, fmt.Errorf("fstat %q: %w", path, err)
 	}
 	switch st.Mode & unix.S_IFMT {
-	case unix.S_IFREG:
+	case kind:
 	case unix.S_IFLNK: // O_PATH|O_NOFOLLOW on a link looks at the link
 		return nil, fmt.Errorf("open %q: %w", path, ErrSymlink)
 	default:
-		return nil, fmt.Errorf("open %q: %w", path, ErrNotRegular)
+		return nil, fmt.Errorf("open %q: %w", path, notKind)
 	}
-	fd, err := openRetry("/proc/self/fd/"+strconv.Itoa(pfd), readFlags&^unix.O_NOFOLLOW)
+	fd, err := openRetry("/proc/self/fd/"+strconv.Itoa(pfd), flags)
 	if err != nil {
 		return nil, fmt.Errorf("open %q: %w", path, err)
 	}

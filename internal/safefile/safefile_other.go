@@ -11,6 +11,9 @@ import (
 // Open is supported on Linux only.
 func Open(path string) (*os.File, error) { return nil, ErrUnsupported }
 
+// OpenFIFO is supported on Linux only.
+func OpenFIFO(path string) (*os.File, error) { return nil, ErrUnsupported }
+
 // Tail is supported on Linux only.
 func Tail(f *os.File, max int64) (io.Reader, error) { return nil, ErrUnsupported }
 
