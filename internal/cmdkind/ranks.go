@@ -14,6 +14,14 @@ type Size struct {
 	WorldArg, PerNodeArg string
 }
 
+// pairs are each launcher's options that take two words: Open MPI's MCA
+// parameters (--mca NAME VALUE), MPICH's and Intel MPI's variables
+// (-genv NAME VALUE).
+var pairs = map[string]map[string]bool{
+	"mpi": {"--mca": true, "-mca": true, "--gmca": true, "-gmca": true, "--prtemca": true, "-prtemca": true,
+		"--pmixmca": true, "-pmixmca": true, "-genv": true, "--genv": true, "-env": true, "--env": true},
+}
+
 // switches are each launcher's options that take no value; any other
 // option without "=" takes the next word, unless that begins with "-".
 var switches = map[string]map[string]bool{
@@ -25,13 +33,14 @@ var switches = map[string]map[string]bool{
 
 // launcherOf names the launcher a word of a command line is ("torchrun",
 // "mpi", "srun"; "" for none): torchrun, torch.distributed.run or
-// torch.distributed.launch (python's -m module), Open MPI's launchers
-// under any suffix (mpirun.openmpi), srun.
+// torch.distributed.launch (python's -m module, -mMODULE too), Open MPI's
+// launchers under any suffix (mpirun.openmpi, mpiexec.hydra), srun.
 func launcherOf(word string) string {
 	base := filepath.Base(word)
 	name, _, _ := strings.Cut(base, ".")
 	switch {
-	case base == "torchrun" || word == "torch.distributed.run" || word == "torch.distributed.launch":
+	case base == "torchrun" || word == "torch.distributed.run" || word == "torch.distributed.launch",
+		word == "-mtorch.distributed.run" || word == "-mtorch.distributed.launch":
 		return "torchrun"
 	case mpiLaunchers[name]:
 		return "mpi"
@@ -44,7 +53,8 @@ func launcherOf(word string) string {
 // SizeOf reads the size of the job that argv starts, from the options of
 // the first launcher it names (launcherOf): torchrun's --nnodes (N, or
 // N:N) or --standalone times --nproc-per-node (--nproc_per_node, torch
-// 1.x's spelling); Open MPI's -np (-n, --np, --n) and -npernode; srun's
+// 1.x's spelling); MPI's -np (-n, --np, --n) and -npernode (MPICH's and
+// Intel MPI's -ppn, -perhost); srun's
 // -n (--ntasks) and --ntasks-per-node. Only the launcher's own options
 // count: they come before the program it starts, the first word that is
 // neither an option nor an option's value. A value that is not a
@@ -67,6 +77,10 @@ func sizeFrom(kind string, opts []string) Size {
 			break // the program the launcher starts
 		}
 		name, val, hasVal := strings.Cut(a, "=")
+		if pairs[kind][name] {
+			i += 2
+			continue
+		}
 		if !hasVal && !switches[kind][name] && i+1 < len(opts) && !strings.HasPrefix(opts[i+1], "-") {
 			i++
 			val, a = opts[i], a+" "+opts[i]
@@ -83,7 +97,7 @@ func sizeFrom(kind string, opts []string) Size {
 			if k, err := strconv.Atoi(lo); err == nil && k > 0 && (!ranged || hi == lo) {
 				nodes, nodesKnown = k, true
 			}
-		case "torchrun --nproc-per-node", "torchrun --nproc_per_node", "mpi -npernode", "mpi --npernode", "srun --ntasks-per-node":
+		case "torchrun --nproc-per-node", "torchrun --nproc_per_node", "mpi -npernode", "mpi --npernode", "mpi -ppn", "mpi -perhost", "srun --ntasks-per-node":
 			s.PerNode, s.PerNodeArg = n, a
 		case "mpi -np", "mpi -n", "mpi --np", "mpi --n", "srun -n", "srun --ntasks":
 			s.World, s.WorldArg = n, a

@@ -17,6 +17,7 @@ func TestRanks(t *testing.T) {
 		{"torchrun --nnodes 2 --nproc_per_node=4 train.py", 4, "--nproc_per_node=4"},
 		{"/usr/bin/torchrun --standalone --nproc_per_node 2 train.py", 2, "--nproc_per_node 2"},
 		{"python3 -m torch.distributed.run --nproc-per-node 2 train.py", 2, "--nproc-per-node 2"},
+		{"python -mtorch.distributed.run --nproc_per_node 8 t.py", 8, "--nproc_per_node 8"},
 		{"torchrun --nproc-per-node gpu train.py", 0, ""},
 		{"torchrun --nproc-per-node 1 train.py", 1, "--nproc-per-node 1"},
 		{"torchrun train.py --nproc-per-node 8", 0, ""}, // the script's own argument
@@ -50,6 +51,9 @@ func TestSizeOf(t *testing.T) {
 		{"env A=1 srun --ntasks=32 -l --ntasks-per-node 8 python t.py", Size{World: 32, PerNode: 8, WorldArg: "--ntasks=32", PerNodeArg: "--ntasks-per-node 8"}},
 		{"mpirun -np 16 -npernode 8 python t.py -n 3", Size{World: 16, PerNode: 8, WorldArg: "-np 16", PerNodeArg: "-npernode 8"}},
 		{"mpirun --allow-run-as-root ./a.out -np 3", Size{}},
+		{"mpirun --mca pml ucx -x NCCL_DEBUG -np 8 python t.py", Size{World: 8, WorldArg: "-np 8"}},
+		{"mpiexec.hydra -genv FI_PROVIDER tcp -n 4 -ppn 2 ./a.out", Size{World: 4, PerNode: 2, WorldArg: "-n 4", PerNodeArg: "-ppn 2"}},
+		{"python -mtorch.distributed.run --nproc_per_node 8 t.py", Size{PerNode: 8, PerNodeArg: "--nproc_per_node 8"}},
 		{"python train.py --nproc-per-node 8", Size{}},
 	}
 	for _, tt := range tests {
