@@ -29,6 +29,9 @@ type launch struct {
 	// flag, or a value flag without its value), or NAME=VALUE of an
 	// NCCLRUN_* variable whose value run refuses; "" for none.
 	bad string
+	// other: ncclrun is started for another command than run (doctor,
+	// env, ...), whose flags lint does not judge.
+	other bool
 }
 
 var shells = map[string]bool{"sh": true, "bash": true, "dash": true, "ash": true, "zsh": true, "ksh": true, "busybox": true}
@@ -78,13 +81,16 @@ func parseLaunch(argv []string, known bool) launch {
 // run's, before and after the word `run`, up to `--` or the command, which
 // it keeps in l.cmd. A word that run refuses (not its flag, a flag
 // without its value, a value the flag's kind refuses) is kept in l.bad
-// (ncclrun itself would exit 2) and skipped.
+// (ncclrun itself would exit 2) and skipped; not a word that holds a
+// reference the runtime or a shell replaces first (literal), nor help.
+// Flags before another command's word are that command's (l.other).
 func (l *launch) flags(args []string) {
+	l.other = otherCommand(args)
 	runWord := false
 	for {
 		got, rest, bad := cmdline.Parse("run", args)
 		for _, a := range got {
-			if a.Flag.Check(a.Value) != nil && l.bad == "" {
+			if a.Flag.Check(a.Value) != nil && literal(a.Value) && !l.other && l.bad == "" {
 				l.bad = "--" + a.Flag.Name + "=" + a.Value
 			}
 			switch a.Flag.Name {
@@ -101,7 +107,7 @@ func (l *launch) flags(args []string) {
 		}
 		switch {
 		case bad != "":
-			if l.bad == "" {
+			if l.bad == "" && literal(bad) && !l.other && !help[bad] {
 				l.bad = bad
 			}
 			args = rest
@@ -117,6 +123,27 @@ func (l *launch) flags(args []string) {
 	}
 }
 
+// help are the words that make ncclrun print help and exit 0.
+var help = map[string]bool{"--help": true, "-help": true, "-h": true, "--h": true}
+
+// literal says whether a word is what ncclrun will read: not one holding
+// $(VAR) (Kubernetes expands it from the container's env), ${VAR}
+// (Compose interpolates it) or $VAR (a shell -c script expands it).
+func literal(word string) bool { return !strings.Contains(word, "$") }
+
+// otherCommand reports whether ncclrun's flags in args are followed by
+// the word of a command other than run (ncclrun doctor, --json doctor).
+func otherCommand(args []string) bool {
+	for {
+		_, rest, bad := cmdline.Parse("", args)
+		if bad != "" {
+			args = rest
+			continue
+		}
+		return len(rest) > 0 && rest[0] != "run" && rest[0] != "--" && cmdline.Command(rest[0])
+	}
+}
+
 // applyEnv takes run's NCCLRUN_USER, NCCLRUN_DROP_CAP and NCCLRUN_MEMLOCK
 // from the container's environment where no flag set them (flags win, as
 // in ncclrun), and keeps in l.bad the first variable whose value the
@@ -128,7 +155,7 @@ func (l *launch) applyEnv(env map[string]string) {
 	}
 	for _, f := range cmdline.For("run") {
 		v := env[f.Env]
-		if l.bad == "" && f.Env != "" && v != "" && f.Check(v) != nil {
+		if l.bad == "" && !l.other && f.Env != "" && v != "" && literal(v) && f.Check(v) != nil {
 			l.bad = f.Env + "=" + v
 		}
 	}

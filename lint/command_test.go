@@ -101,6 +101,15 @@ func TestNcclrunUsage(t *testing.T) {
 		{[]string{"--quiet=yes", "--", "torchrun", "train.py"}, "--quiet=yes"},
 		{[]string{"--stop-grace", "120s", "run", "--no-watch", "--", "torchrun", "train.py"}, ""},
 		{[]string{"torchrun", "--bogus", "train.py"}, ""}, // CMD's own flags
+		{[]string{"--stop-grace=-1s", "--", "torchrun", "train.py"}, "--stop-grace=-1s"},
+		// What the runtime or a shell replaces before ncclrun reads it.
+		{[]string{"--hang-after", "$(HANG_AFTER)", "--", "torchrun", "train.py"}, ""},
+		{[]string{"--stop-grace=${GRACE:-10m}", "--", "torchrun", "train.py"}, ""},
+		{[]string{"--$(EXTRA)", "--", "torchrun", "train.py"}, ""},
+		// Another command's flags, and help.
+		{[]string{"--json", "doctor"}, ""},
+		{[]string{"doctor", "--probe", "1MiB"}, ""},
+		{[]string{"run", "--help"}, ""},
 	} {
 		t.Run(strings.Join(c.words, " "), func(t *testing.T) {
 			rep := lintWords(t, c.words...)

@@ -178,6 +178,9 @@ func TestLintAgreesOnUsage(t *testing.T) {
 		{env: "NCCLRUN_QUIET=yes"},
 		{env: "NCCLRUN_QUIET="},
 		{env: "NCCLRUN_JSON=bogus"}, // explain's and doctor's variable: run does not read it
+		{words: []string{"--stop-grace=-1s"}},
+		{env: "NCCLRUN_HANG_AFTER=-5m"},
+		{words: []string{"run", "--help"}},
 	} {
 		t.Run(strings.Join(c.words, " ")+" "+c.env, func(t *testing.T) {
 			argv := append(append([]string{}, c.words...), "--", "true")

@@ -11,6 +11,7 @@
 package cmdline
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -63,19 +64,23 @@ type Flag struct {
 	Default, DefaultText string
 }
 
-// Check reports whether the flag's kind accepts value, as ncclrun's flag
-// parser checks it: a Bool's true or false (strconv.ParseBool), a
-// Duration's Go duration. What a String means (a size, a signal, one of
+// Check reports whether the flag's kind accepts value, as ncclrun checks
+// it: a Bool's true or false (strconv.ParseBool), a Duration's Go
+// duration, not negative. What a String means (a size, a signal, one of
 // a few words) is checked by the command that reads it.
 func (f Flag) Check(value string) error {
-	var err error
 	switch f.Kind {
 	case Bool:
-		_, err = strconv.ParseBool(value)
+		_, err := strconv.ParseBool(value)
+		return err
 	case Duration:
-		_, err = time.ParseDuration(value)
+		d, err := time.ParseDuration(value)
+		if err == nil && d < 0 {
+			err = fmt.Errorf("%v is negative", d)
+		}
+		return err
 	}
-	return err
+	return nil
 }
 
 // TakesValue reports whether the flag needs a value (--flag V or --flag=V).
