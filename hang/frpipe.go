@@ -1,11 +1,15 @@
 package hang
 
 import (
+	"context"
 	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"syscall"
+	"time"
 
 	"github.com/ncclrun/ncclrun/internal/safefile"
 )
@@ -38,6 +42,53 @@ func AskDumps(stem string) []Pipe {
 			p.Error = err.Error()
 		}
 		out = append(out, p)
+	}
+	return out
+}
+
+// AwaitDumps waits, until ctx ends, for a dump of each of ranks at
+// prefix (<prefix><rank>, as torch names them) whose size has stopped
+// changing: torch writes its dump in place, so a file that grew between
+// two looks is not finished. It returns the ranks whose dump is there, in
+// order.
+func AwaitDumps(ctx context.Context, prefix string, ranks []int) []int {
+	ranks = slices.Compact(slices.Sorted(slices.Values(ranks)))
+	size := map[int]int64{}
+	done := map[int]bool{}
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	look := func() {
+		for _, r := range ranks {
+			if done[r] {
+				continue
+			}
+			st, err := os.Lstat(prefix + strconv.Itoa(r))
+			if err != nil || !st.Mode().IsRegular() || st.Size() == 0 {
+				continue
+			}
+			if old, ok := size[r]; ok && old == st.Size() {
+				done[r] = true
+			}
+			size[r] = st.Size()
+		}
+	}
+	for look(); len(done) < len(ranks); look() {
+		select {
+		case <-ctx.Done():
+			return finished(ranks, done)
+		case <-tick.C:
+		}
+	}
+	return finished(ranks, done)
+}
+
+// finished is ranks, in order, that done holds.
+func finished(ranks []int, done map[int]bool) []int {
+	var out []int
+	for _, r := range ranks {
+		if done[r] {
+			out = append(out, r)
+		}
 	}
 	return out
 }

@@ -1,9 +1,11 @@
 package hang
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -117,4 +119,15 @@ func TestPokeRefusesLinks(t *testing.T) {
 	assert.Error(t, poke(link))
 	_, err = r.Read(make([]byte, 8))
 	assert.Error(t, err, "nothing was written")
+}
+
+// TestAwaitDumps: a finished dump counts once its size held between two
+// looks; a rank that writes none is waited for until the context ends.
+func TestAwaitDumps(t *testing.T) {
+	prefix := filepath.Join(t.TempDir(), "d_")
+	require.NoError(t, os.WriteFile(prefix+"0", []byte("dump"), 0o600))
+	ctx, cancel := context.WithTimeout(context.Background(), 400*time.Millisecond)
+	defer cancel()
+	assert.Equal(t, []int{0}, AwaitDumps(ctx, prefix, []int{3, 0, 0}))
+	assert.Error(t, ctx.Err(), "rank 3 was waited for to the end")
 }

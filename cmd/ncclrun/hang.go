@@ -269,9 +269,33 @@ func (h *hangRun) capture() {
 	}
 	fprintf(h.stderr, "ncclrun: suspected hang (%s): %s; %s\n", h.trigger, evidenceLine(ev), where)
 	if stop {
+		h.awaitAskedDumps(ev)
 		fprintf(h.stderr, "ncclrun: --%s stop: stopping %s as SIGTERM would; ncclrun will exit %d\n", flagOnHang, h.cmd, ExitHang)
 		close(h.stop)
 	}
+}
+
+// dumpWait bounds how long --on-hang stop waits for the dumps the
+// capture asked the ranks for: torch looks at its pipe about once a
+// second, then writes its dump.
+const dumpWait = 5 * time.Second
+
+// awaitAskedDumps waits, at most dumpWait, for the flight-recorder dump
+// of each rank the capture asked for one, before --on-hang stop stops
+// them: a rank stopped while it writes its dump leaves none.
+func (h *hangRun) awaitAskedDumps(ev hang.Evidence) {
+	var ranks []int
+	for _, p := range ev.FRPipes {
+		if p.Error == "" {
+			ranks = append(ranks, p.Rank)
+		}
+	}
+	if len(ranks) == 0 || h.frPref == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), dumpWait)
+	defer cancel()
+	hang.AwaitDumps(ctx, h.frPref, ranks)
 }
 
 // evidenceLine says in a few words what the capture found.

@@ -152,6 +152,27 @@ echo step 1; read x; wait; echo done`
 	assert.Contains(t, r.EnvAdded, "TORCH_NCCL_DEBUG_INFO_PIPE_FILE")
 }
 
+// TestOnHangStopWaitsForAskedDumps: with --on-hang stop, the ranks asked
+// for a dump get time to write it before they are stopped. The rank here
+// writes its dump half a second after it was asked (torch looks at its
+// pipe about once a second), and dies with CMD when stopped.
+func TestOnHangStopWaitsForAskedDumps(t *testing.T) {
+	rep := filepath.Join(t.TempDir(), "report.json")
+	script := `trap 'kill 0' TERM; p="${TORCH_NCCL_DEBUG_INFO_PIPE_FILE}1.pipe"; mkfifo "$p" && exec 3<>"$p" || exit 9
+(read -r b <&3; sleep 0.5; cp '` + frFixture + `' "${TORCH_FR_DUMP_TEMP_FILE}1") &
+echo step 1; read x`
+	code, _, stderr := hangJob(t, []string{"NCCL_RAS_ENABLE=0"},
+		[]string{"--hang-after", "300ms", "--on-hang", "stop", "--report", rep}, script,
+		func(string) bool { return false }, func(io.WriteCloser) {})
+	assert.Equal(t, ExitHang, code, "stderr %q", stderr)
+	r := readReport(t, rep)
+	require.NotNil(t, r.Hang)
+	t.Cleanup(func() { os.RemoveAll(r.Hang.EvidenceDir) })
+	require.Len(t, r.Hang.FRPipes, 1)
+	require.Len(t, r.Hang.FlightRecorder, 1, "the dump asked for was written before the stop")
+	assert.Empty(t, r.Hang.FlightRecorder[0].Error)
+}
+
 // TestOnHangStop: the first watchdog timeout line starts the capture;
 // with --on-hang stop ncclrun then stops CMD as SIGTERM would and exits
 // ExitHang, the report keeping CMD's own status and the termination
