@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
@@ -73,4 +74,14 @@ func TestRunKeepsCMDsHugePages(t *testing.T) {
 			assert.Equal(t, c.want, r.stdout)
 		})
 	}
+}
+
+// TestNoDefaultGODEBUGToKeep: the Makefile links the binary's default
+// GODEBUG as disablethp=1, and a user's -X comes after the go command's
+// own, which it computes from go.mod: where that is not empty, the
+// Makefile would drop it, and must name both.
+func TestNoDefaultGODEBUGToKeep(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", "{{.DefaultGODEBUG}}", ".").Output()
+	require.NoError(t, err)
+	assert.Empty(t, strings.TrimSpace(string(out)), "go.mod's default GODEBUG: merge it into the Makefile's GODEBUG_DEFAULT")
 }
