@@ -49,7 +49,8 @@ type Evidence struct {
 	FRPipes []Pipe `json:"fr_pipes,omitempty"`
 }
 
-// Capture takes RAS's status and the processes' Python stacks, and asks
+// Capture takes RAS's status (twice where ranks lag: ConfirmBehind) and
+// the processes' Python stacks, and asks
 // each rank for its flight-recorder dump, at once, within the budget,
 // into o.Dir (the dumps come later, where the job's torch writes them). It never fails: what it could not take
 // says why in the Evidence.
@@ -68,6 +69,14 @@ func Capture(ctx context.Context, o Options) Evidence {
 		go func() {
 			defer wg.Done()
 			st := QueryRAS(ctx, o.RASAddr)
+			if len(st.Behind) > 0 {
+				select {
+				case <-time.After(RASRecheck):
+					st = ConfirmBehind(st, QueryRAS(ctx, o.RASAddr))
+				case <-ctx.Done():
+					st.Recheck = "no time left for a second query"
+				}
+			}
 			ev.RAS = &st
 		}()
 	}

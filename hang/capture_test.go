@@ -3,6 +3,7 @@ package hang
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -125,4 +126,53 @@ func TestCaptureWritesNoPlantedName(t *testing.T) {
 			assert.Equal(t, "root's own\n", string(b), "written through the link at %s", tc.planted)
 		})
 	}
+}
+
+// TestCaptureConfirmsLag: a rank behind in RAS's report is asked about
+// again RASRecheck later: still behind with the same count, the report
+// says so (Confirmed); moved on, it is no longer named.
+func TestCaptureConfirmsLag(t *testing.T) {
+	report := func(c0, c1 int) string {
+		return fmt.Sprintf(`{"nccl_version": "2.28.9", "communicators": [{"hash": "0x1", "ranks": [
+			{"rank": 0, "host": "10.0.0.1", "pid": 10, "collective_counts": {"AllReduce": %d}},
+			{"rank": 1, "host": "10.0.0.1", "pid": 11, "collective_counts": {"AllReduce": %d}}], "missing_ranks": []}]}`, c0, c1)
+	}
+	for _, c := range []struct {
+		name      string
+		then      string
+		confirmed bool
+		behind    int
+	}{
+		{"stays", report(6, 5), true, 1},
+		{"moves on", report(7, 6), false, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := &hangtest.RAS{JSON: report(6, 5), Then: c.then}
+			ev := Capture(context.Background(), Options{RASAddr: f.Serve(t), StacksOff: "off"})
+			require.NotNil(t, ev.RAS)
+			assert.Equal(t, c.confirmed, ev.RAS.Confirmed)
+			assert.Len(t, ev.RAS.Behind, c.behind)
+			if !c.confirmed {
+				assert.Contains(t, ev.RAS.Recheck, "moved on")
+			}
+			for i := 0; i < 2; i++ {
+				select {
+				case cmds := <-f.Got:
+					assert.Contains(t, cmds, "STATUS", "query %d", i+1)
+				case <-time.After(10 * time.Second):
+					t.Fatalf("query %d never came", i+1)
+				}
+			}
+		})
+	}
+}
+
+// TestConfirmBehindWithoutSecondReport: a second query that failed
+// leaves the first report's lag, unconfirmed, and says why.
+func TestConfirmBehindWithoutSecondReport(t *testing.T) {
+	first := RASStatus{Format: "json", Behind: []RASBehind{{Comm: "0x1", Op: "AllReduce", Max: 6, Ranks: []RASRank{{Comm: "0x1", Rank: 1, Count: 5}}}}}
+	got := ConfirmBehind(first, RASStatus{Error: "connection refused"})
+	assert.False(t, got.Confirmed)
+	assert.Equal(t, first.Behind, got.Behind)
+	assert.Contains(t, got.Recheck, "connection refused")
 }

@@ -50,6 +50,13 @@ type RASStatus struct {
 	// Behind are, per communicator and collective, the ranks that launched
 	// fewer operations than the most advanced rank (JSON reports).
 	Behind []RASBehind `json:"behind,omitempty"`
+	// Confirmed: a second query, RASRecheck later, found each rank of
+	// Behind still behind with the same count (Recheck); the ranks it
+	// found moving were left out of Behind.
+	Confirmed bool `json:"confirmed,omitempty"`
+	// Recheck says why there was no second query, or what it said when
+	// it could not confirm.
+	Recheck string `json:"recheck,omitempty"`
 	// Lines are the Errors and Warnings sections of a text report
 	// (bounded), where NCCL itself names INCOMPLETE, DEAD and MISMATCH.
 	Lines []string `json:"lines,omitempty"`
@@ -76,6 +83,53 @@ type RASBehind struct {
 	Op    string    `json:"op"`
 	Max   uint64    `json:"max"`
 	Ranks []RASRank `json:"ranks"`
+}
+
+// RASRecheck is how long after a report with ranks behind the status is
+// asked for again: a lag that is still there, unchanged, is a rank that
+// stopped launching, not one caught between two collectives.
+const RASRecheck = 250 * time.Millisecond
+
+// ConfirmBehind keeps, of first's Behind, the ranks that second (a later
+// query of the same job) shows behind in the same collective with the
+// same count, and says so in Confirmed; where second has no report, first
+// is returned with Recheck saying why.
+func ConfirmBehind(first, second RASStatus) RASStatus {
+	if second.Error != "" || second.Format != "json" {
+		first.Recheck = "no second report to confirm it"
+		if second.Error != "" {
+			first.Recheck += " (" + second.Error + ")"
+		}
+		return first
+	}
+	type key struct {
+		comm, op string
+		rank     int
+	}
+	still := map[key]uint64{}
+	for _, b := range second.Behind {
+		for _, r := range b.Ranks {
+			still[key{b.Comm, b.Op, r.Rank}] = r.Count
+		}
+	}
+	var kept []RASBehind
+	for _, b := range first.Behind {
+		var ranks []RASRank
+		for _, r := range b.Ranks {
+			if c, ok := still[key{b.Comm, b.Op, r.Rank}]; ok && c == r.Count {
+				ranks = append(ranks, r)
+			}
+		}
+		if len(ranks) > 0 {
+			b.Ranks = ranks
+			kept = append(kept, b)
+		}
+	}
+	first.Behind, first.Confirmed = kept, len(kept) > 0
+	if len(kept) == 0 {
+		first.Recheck = "the ranks behind had moved on " + RASRecheck.String() + " later"
+	}
+	return first
 }
 
 // QueryRAS asks the RAS thread at addr (host:port) for its STATUS, in

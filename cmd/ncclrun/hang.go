@@ -316,6 +316,9 @@ func evidenceLine(ev hang.Evidence) string {
 				s += fmt.Sprintf(", rank %d of %s behind in %s (%d < %d)", rk.Rank, b.Comm, b.Op, rk.Count, b.Max)
 			}
 		}
+		if r.Confirmed {
+			s += fmt.Sprintf(", unchanged %v later", hang.RASRecheck)
+		}
 		parts = append(parts, s)
 	}
 	n := 0

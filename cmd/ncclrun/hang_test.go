@@ -97,7 +97,7 @@ func TestHangAfter(t *testing.T) {
 	assert.Equal(t, "step 1\ndone\n", stdout, "CMD's output is its own")
 	require.NotEmpty(t, stderr)
 	assert.Contains(t, stderr[0], "no output from CMD for 200ms (--hang-after)")
-	assert.Contains(t, stderr[0], "rank 1 of 0x1 behind in AllReduce (5 < 6)")
+	assert.Contains(t, stderr[0], "rank 1 of 0x1 behind in AllReduce (5 < 6), unchanged 250ms later")
 
 	r := readReport(t, rep)
 	require.NotNil(t, r.Hang, "the report carries the hang")
@@ -107,6 +107,7 @@ func TestHangAfter(t *testing.T) {
 	require.NotNil(t, r.Hang.RAS)
 	assert.Equal(t, addr, r.Hang.RAS.Addr, "the user's NCCL_RAS_ADDR is the job's")
 	assert.Equal(t, []hang.RASBehind{{Comm: "0x1", Op: "AllReduce", Max: 6, Ranks: []hang.RASRank{{Comm: "0x1", Rank: 1, Host: "10.0.0.1", PID: 11, Count: 5}}}}, r.Hang.RAS.Behind)
+	assert.True(t, r.Hang.RAS.Confirmed, "the second query saw the same lag")
 	assert.FileExists(t, filepath.Join(r.Hang.EvidenceDir, "ras-status.json"))
 	assert.FileExists(t, filepath.Join(r.Hang.EvidenceDir, "capture.json"))
 	require.Len(t, r.Hang.FlightRecorder, 1)

@@ -20,6 +20,7 @@ import (
 // and returns its address; the test's end stops it.
 type RAS struct {
 	JSON, Text string        // the reports; JSON "" is a server before 2.28.7
+	Then       string        // the JSON report of every connection after the first ("": JSON)
 	Silent     bool          // answers nothing
 	Stall      bool          // answers the handshake, never STATUS
 	Got        chan []string // the commands of each connection, once it closed
@@ -32,18 +33,18 @@ func (f *RAS) Serve(t *testing.T) string {
 	t.Cleanup(func() { ln.Close() })
 	f.Got = make(chan []string, 8)
 	go func() {
-		for {
+		for n := 0; ; n++ {
 			c, err := ln.Accept()
 			if err != nil {
 				return
 			}
-			go f.conn(c)
+			go f.conn(c, n > 0 && f.Then != "")
 		}
 	}()
 	return ln.Addr().String()
 }
 
-func (f *RAS) conn(c net.Conn) {
+func (f *RAS) conn(c net.Conn, then bool) {
 	defer c.Close()
 	var cmds []string
 	defer func() { f.Got <- cmds }()
@@ -76,6 +77,9 @@ func (f *RAS) conn(c net.Conn) {
 			rep := f.Text
 			if format == "json" {
 				rep = f.JSON
+				if then {
+					rep = f.Then
+				}
 			}
 			for len(rep) > 0 { // in chunks, as the RAS thread sends them
 				n := min(len(rep), 100)
