@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -185,8 +186,12 @@ type env struct {
 // (commandFlags), the app itself with none but --help. Errors come back
 // from Run; nothing in here exits.
 func newApp(e *env) *cli.App {
-	onUsage := func(_ *cli.Context, err error, _ bool) error {
-		return &usageError{err}
+	onUsage := func(c *cli.Context, err error, _ bool) error {
+		command := "ncclrun"
+		if c != nil && c.Command != nil && c.Command.Name != "" {
+			command = c.Command.Name
+		}
+		return &usageError{flagError(command, err)}
 	}
 	app := &cli.App{
 		Name:  "ncclrun",
@@ -273,6 +278,35 @@ func newApp(e *env) *cli.App {
 		}
 	}
 	return app
+}
+
+// flagError says an unknown flag in ncclrun's words: the flag library
+// writes "flag provided but not defined: -format", where a user wants to
+// hear which command does take it and where the command's flags are.
+func flagError(command string, err error) error {
+	name, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: -")
+	if !ok {
+		return err
+	}
+	var owners []string
+	for _, f := range cmdline.Flags {
+		if slices.Contains(f.Names(), name) {
+			for _, o := range f.Commands {
+				if !slices.Contains(owners, o) {
+					owners = append(owners, o)
+				}
+			}
+		}
+	}
+	msg := fmt.Sprintf("--%s is not a flag of %s", name, command)
+	if n := len(owners); n > 0 {
+		list := owners[n-1]
+		if n > 1 {
+			list = strings.Join(owners[:n-1], ", ") + " and " + list
+		}
+		msg += " (it is a flag of " + list + ")"
+	}
+	return fmt.Errorf("%s; ncclrun %s --help lists its flags", msg, command)
 }
 
 // run is ncclrun with its arguments and stdio; it returns the exit status.

@@ -79,9 +79,9 @@ func TestTerminationMessageForFlagMistakes(t *testing.T) {
 		env  []string
 		want string
 	}{
-		{"unknown flag", []string{"--termination-log", "TL", "--bogus", "--", "true"}, nil, "flag provided but not defined: -bogus"},
-		{"unknown flag after run", []string{"run", "--termination-log=TL", "--probe", "1MiB", "--", "true"}, nil, "flag provided but not defined: -probe"},
-		{"variable names the log", []string{"--no-such-flag", "--", "true"}, []string{"NCCLRUN_TERMINATION_LOG=TL"}, "flag provided but not defined: -no-such-flag"},
+		{"unknown flag", []string{"--termination-log", "TL", "--bogus", "--", "true"}, nil, "--bogus is not a flag of run"},
+		{"unknown flag after run", []string{"run", "--termination-log=TL", "--probe", "1MiB", "--", "true"}, nil, "--probe is not a flag of run"},
+		{"variable names the log", []string{"--no-such-flag", "--", "true"}, []string{"NCCLRUN_TERMINATION_LOG=TL"}, "--no-such-flag is not a flag of run"},
 		{"bad variable", []string{"--termination-log", "TL", "--", "true"}, []string{"NCCLRUN_STRICT=maybe"}, "NCCLRUN_STRICT"},
 		{"value missing", []string{"--termination-log", "TL", "--kill-after"}, nil, "kill-after"},
 	} {
