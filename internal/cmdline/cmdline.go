@@ -123,7 +123,7 @@ var Flags = []Flag{
 	{Name: "user", Kind: String, Env: env("user"), Commands: credentials, Usage: "run CMD as `USER[:GROUP]` with the user's own groups"},
 	{Name: "drop-cap", Kind: Strings, Env: env("drop-cap"), Commands: credentials, Usage: "drop capability `CAP` from CMD (repeatable, comma list)"},
 	{Name: "memlock", Kind: String, Env: env("memlock"), Commands: credentials, Usage: "start CMD with RLIMIT_MEMLOCK `SIZE` (or SOFT:HARD)"},
-	{Name: "min-memlock", Kind: String, Env: env("min-memlock"), Commands: credentials, Usage: "locked memory `SIZE` CMD must be able to pin (default 1GiB)"},
+	{Name: "min-memlock", Kind: String, Env: env("min-memlock"), Commands: credentials, Usage: "locked memory `SIZE` CMD must be able to pin", DefaultText: "1GiB"},
 	{Name: "nccl-debug", Kind: String, Env: env("nccl-debug"), Commands: ncclEnv, Usage: "NCCL_DEBUG `LEVEL` to set when unset", Default: "WARN"},
 	{Name: "no-ib", Kind: Bool, Env: env("no-ib"), Commands: ncclEnv, Usage: "set NCCL_IB_DISABLE=1 (when unset)"},
 	{Name: "nccl-ib", Kind: String, Env: env("nccl-ib"), Commands: ncclEnv, Usage: "`on|off`: off adds no NCCL_IB_* variable at all", Default: "on"},
