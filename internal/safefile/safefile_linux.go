@@ -27,15 +27,25 @@ const readFlags = unix.O_RDONLY | unix.O_NOFOLLOW | unix.O_NONBLOCK | unix.O_NOC
 // symbolic link (ErrSymlink), never blocking; a FIFO, device or directory
 // is ErrNotRegular. A relative path is taken from the working directory.
 func Open(path string) (*os.File, error) {
+	pfd, err := look(path)
+	if err != nil {
+		return nil, err
+	}
+	return openLooked(pfd, path)
+}
+
+// look opens path (relative: from the working directory) as an O_PATH
+// descriptor, following no symbolic link on the way, a last one included.
+func look(path string) (int, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
-		return nil, fmt.Errorf("open %q: %w", path, err)
+		return -1, fmt.Errorf("open %q: %w", path, err)
 	}
 	pfd, err := openNoSymlinks(abs, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC)
 	if err != nil {
-		return nil, fmt.Errorf("open %q: %w", path, err)
+		return -1, fmt.Errorf("open %q: %w", path, err)
 	}
-	return openLooked(pfd, path)
+	return pfd, nil
 }
 
 // OpenFollow is Open for a path whose symbolic links are followed, as
@@ -53,13 +63,9 @@ func OpenFollow(path string) (*os.File, error) {
 // symbolic link (ErrSymlink; anything else is ErrNotFIFO), never
 // blocking: without a reader it fails with ENXIO, as open(2) does.
 func OpenFIFO(path string) (*os.File, error) {
-	abs, err := filepath.Abs(path)
+	pfd, err := look(path)
 	if err != nil {
-		return nil, fmt.Errorf("open %q: %w", path, err)
-	}
-	pfd, err := openNoSymlinks(abs, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC)
-	if err != nil {
-		return nil, fmt.Errorf("open %q: %w", path, err)
+		return nil, err
 	}
 	return openKind(pfd, path, unix.S_IFIFO, ErrNotFIFO, unix.O_WRONLY|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC)
 }
