@@ -49,11 +49,22 @@ type Evidence struct {
 	FRPipes []Pipe `json:"fr_pipes,omitempty"`
 }
 
+// Asked are the ranks whose pipe took the request for a dump.
+func (ev Evidence) Asked() []int {
+	var ranks []int
+	for _, p := range ev.FRPipes {
+		if p.Error == "" {
+			ranks = append(ranks, p.Rank)
+		}
+	}
+	return ranks
+}
+
 // Capture takes RAS's status (twice where ranks lag: ConfirmBehind) and
-// the processes' Python stacks, and asks
-// each rank for its flight-recorder dump, at once, within the budget,
-// into o.Dir (the dumps come later, where the job's torch writes them). It never fails: what it could not take
-// says why in the Evidence.
+// the processes' Python stacks, and asks each rank for its
+// flight-recorder dump, at once, within the budget, into o.Dir (the dumps
+// come later, where the job's torch writes them). It never fails: what it
+// could not take says why in the Evidence.
 func Capture(ctx context.Context, o Options) Evidence {
 	start := time.Now()
 	budget := o.Budget

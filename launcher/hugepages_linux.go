@@ -20,8 +20,8 @@ var hugePages struct {
 // few MiB of live heap become twice that in RSS. The setting is kept
 // across fork and exec, so Run gives CMD back the one ncclrun started
 // with (a training job may want huge pages for its tensors), and so does
-// Exec. Call it first in main; an error (a kernel without the prctl) leaves the
-// setting alone.
+// Exec. Call it first in main; an error (a kernel without the prctl)
+// leaves the setting alone.
 func SmallPages() {
 	v, err := unix.PrctlRetInt(unix.PR_GET_THP_DISABLE, 0, 0, 0, 0)
 	if err != nil || v != 0 {

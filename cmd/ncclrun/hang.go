@@ -284,12 +284,7 @@ const dumpWait = 5 * time.Second
 // of each rank the capture asked for one, before --on-hang stop stops
 // them: a rank stopped while it writes its dump leaves none.
 func (h *hangRun) awaitAskedDumps(ev hang.Evidence) {
-	var ranks []int
-	for _, p := range ev.FRPipes {
-		if p.Error == "" {
-			ranks = append(ranks, p.Rank)
-		}
-	}
+	ranks := ev.Asked()
 	if len(ranks) == 0 || h.frPref == "" {
 		return
 	}
@@ -330,13 +325,7 @@ func evidenceLine(ev hang.Evidence) string {
 	if ev.StacksOff == "" {
 		parts = append(parts, strconv.Itoa(n)+" process stack(s) from py-spy")
 	}
-	asked := 0
-	for _, p := range ev.FRPipes {
-		if p.Error == "" {
-			asked++
-		}
-	}
-	if asked > 0 {
+	if asked := len(ev.Asked()); asked > 0 {
 		parts = append(parts, strconv.Itoa(asked)+" rank(s) asked for a flight-recorder dump")
 	}
 	return strings.Join(parts, "; ")
