@@ -81,8 +81,8 @@ func parseLaunch(argv []string, known bool) launch {
 // run's, before and after the word `run`, up to `--` or the command, which
 // it keeps in l.cmd. A word that run refuses (not its flag, a flag
 // without its value, a value the flag's kind refuses) is kept in l.bad
-// (ncclrun itself would exit 2) and skipped; not a word that holds a
-// reference the runtime or a shell replaces first (literal), nor help.
+// (ncclrun itself would exit 2) and skipped, but for help (refused says
+// which).
 // Flags before another command's word are that command's (l.other).
 func (l *launch) flags(args []string) {
 	l.other = otherCommand(args)
@@ -90,8 +90,8 @@ func (l *launch) flags(args []string) {
 	for {
 		got, rest, bad := cmdline.Parse("run", args)
 		for _, a := range got {
-			if a.Flag.Check(a.Value) != nil && literal(a.Value) && !l.other && l.bad == "" {
-				l.bad = "--" + a.Flag.Name + "=" + a.Value
+			if a.Flag.Check(a.Value) != nil {
+				l.refused("--" + a.Flag.Name + "=" + a.Value)
 			}
 			switch a.Flag.Name {
 			case "user":
@@ -107,8 +107,8 @@ func (l *launch) flags(args []string) {
 		}
 		switch {
 		case bad != "":
-			if l.bad == "" && literal(bad) && !l.other && !help[bad] {
-				l.bad = bad
+			if !help[bad] {
+				l.refused(bad)
 			}
 			args = rest
 		case len(rest) > 0 && rest[0] == "--":
@@ -126,10 +126,16 @@ func (l *launch) flags(args []string) {
 // help are the words that make ncclrun print help and exit 0.
 var help = map[string]bool{"--help": true, "-help": true, "-h": true, "--h": true}
 
-// literal says whether a word is what ncclrun will read: not one holding
-// $(VAR) (Kubernetes expands it from the container's env), ${VAR}
-// (Compose interpolates it) or $VAR (a shell -c script expands it).
-func literal(word string) bool { return !strings.Contains(word, "$") }
+// refused keeps word, which run refuses, as l.bad: the first one, and
+// only for run (not l.other) and a word ncclrun will read as it stands,
+// not one holding $(VAR) (Kubernetes expands it from the container's
+// env), ${VAR} (Compose interpolates it) or $VAR (a shell -c script
+// expands it).
+func (l *launch) refused(word string) {
+	if l.bad == "" && !l.other && !strings.Contains(word, "$") {
+		l.bad = word
+	}
+}
 
 // otherCommand reports whether ncclrun's flags in args are followed by
 // the word of a command other than run (ncclrun doctor, --json doctor).
@@ -154,9 +160,8 @@ func (l *launch) applyEnv(env map[string]string) {
 		return
 	}
 	for _, f := range cmdline.For("run") {
-		v := env[f.Env]
-		if l.bad == "" && !l.other && f.Env != "" && v != "" && literal(v) && f.Check(v) != nil {
-			l.bad = f.Env + "=" + v
+		if v := env[f.Env]; f.Env != "" && v != "" && f.Check(v) != nil {
+			l.refused(f.Env + "=" + v)
 		}
 	}
 	if v, ok := env[runEnv("user")]; ok && !l.userSet && v != "" {

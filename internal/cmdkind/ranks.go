@@ -122,11 +122,10 @@ func sizeFrom(kind string, opts []string) Size {
 // ranks must not share one NCCL_DEBUG_FILE.
 func (c Command) Ranks() (int, string) {
 	s := SizeOf(append([]string{c.Path}, c.Args...))
-	name, _, _ := strings.Cut(filepath.Base(c.Path), ".")
 	switch {
 	case c.Torchrun():
 		return s.PerNode, s.PerNodeArg
-	case mpiLaunchers[name]:
+	case launcherOf(c.Path) == "mpi":
 		return s.World, s.WorldArg
 	}
 	return 0, ""
