@@ -80,10 +80,9 @@ func parseLaunch(argv []string, known bool) launch {
 // flags reads ncclrun's own flags as ncclrun does (internal/cmdline):
 // run's, before and after the word `run`, up to `--` or the command, which
 // it keeps in l.cmd. A word that run refuses (not its flag, a flag
-// without its value, a value the flag's kind refuses) is kept in l.bad
-// (ncclrun itself would exit 2) and skipped, but for help (refused says
-// which).
-// Flags before another command's word are that command's (l.other).
+// without its value, a value the flag's kind refuses: ncclrun itself
+// would exit 2) is skipped and, but for help, given to refused. Flags
+// before another command's word are that command's (l.other).
 func (l *launch) flags(args []string) {
 	l.other = otherCommand(args)
 	runWord := false
