@@ -28,19 +28,10 @@ import (
 // would expand to more is not used.
 const maxLits = 32
 
-// derivedLiterals returns the literals of expression expr (Go syntax, as
-// regexp.Compile parses it), or false when no set of non-empty strings
-// covers every match (expr can match the empty string, or any line).
-func derivedLiterals(expr string) ([]string, bool) {
-	t, err := syntax.Parse(expr, syntax.Perl)
-	if err != nil {
-		return nil, false
-	}
-	return literalsOf(t)
-}
-
-// literalsOf is derivedLiterals of t, an expression as syntax.Parse gave
-// it (Perl flags, as regexp.Compile parses).
+// literalsOf returns the literals of t, an expression as syntax.Parse
+// gave it (Perl flags, as regexp.Compile parses), or false when no set of
+// non-empty strings covers every match (t can match the empty string, or
+// any line).
 func literalsOf(t *syntax.Regexp) ([]string, bool) {
 	set, ok := required(t.Simplify())
 	if !ok || len(set) == 0 {

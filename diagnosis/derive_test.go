@@ -1,6 +1,7 @@
 package diagnosis
 
 import (
+	"regexp/syntax"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -55,4 +56,14 @@ func TestShippedLiteralsFilter(t *testing.T) {
 		}
 		assert.True(t, p.gramsOK, "%s/%s", p.entry.ID, p.Name)
 	}
+}
+
+// derivedLiterals is literalsOf of expression expr, as the catalog
+// parses it; false where expr does not parse.
+func derivedLiterals(expr string) ([]string, bool) {
+	t, err := syntax.Parse(expr, syntax.Perl)
+	if err != nil {
+		return nil, false
+	}
+	return literalsOf(t)
 }

@@ -127,13 +127,8 @@ func (v *lineView) parse() Line {
 	return v.pl
 }
 
-// viewOf parses line (trimmed of its end of line).
-func viewOf(line []byte) lineView {
-	f, who := scanWho(line)
-	return viewAfterWho(line, f, who)
-}
-
-// viewAfterWho is viewOf given scanWho's f and who of line.
+// viewAfterWho parses line (trimmed of its end of line) given scanWho's
+// f and who of it.
 func viewAfterWho(line []byte, f prefixAt0, who bool) lineView {
 	if !who {
 		return lineView{line: line, text: line}

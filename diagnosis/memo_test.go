@@ -95,3 +95,9 @@ func TestMemoRepeatsAtTheCaps(t *testing.T) {
 	require.NotEmpty(t, d)
 	assert.True(t, d[0].CountCapped || d[0].HostsCapped, "the caps were reached: %+v", d[0])
 }
+
+// viewOf is the view of line as the matcher reads it.
+func viewOf(line []byte) lineView {
+	f, who := scanWho(line)
+	return viewAfterWho(line, f, who)
+}
