@@ -407,9 +407,11 @@ func (h *hangRun) report() *hangReport {
 		hang.RemovePipes(h.frPipe)
 	}
 	h.mu.Lock()
-	captured := h.ev != nil
+	ev := h.ev // end has run: no capture starts now
 	h.mu.Unlock()
-	if !captured && h.plan.dir != "" && strings.HasPrefix(h.frPref, h.plan.dir+string(filepath.Separator)) && os.Remove(h.plan.dir) == nil {
+	// ours: the dumps go to the evidence directory ncclrun made.
+	ours := h.plan.dir != "" && strings.HasPrefix(h.frPref, h.plan.dir+string(filepath.Separator))
+	if ev == nil && ours && os.Remove(h.plan.dir) == nil {
 		return nil // the evidence directory was empty: no dump, no capture
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -418,9 +420,6 @@ func (h *hangRun) report() *hangReport {
 	if h.frPref != "" {
 		dumps = hang.ReadDumps(ctx, h.frPref)
 	}
-	h.mu.Lock()
-	ev := h.ev
-	h.mu.Unlock()
 	if ev == nil && len(dumps) == 0 {
 		if h.plan.dir != "" {
 			_ = os.Remove(h.plan.dir) // only when empty
@@ -430,7 +429,7 @@ func (h *hangRun) report() *hangReport {
 	r := &hangReport{Certainty: "unknown", Trigger: h.trigger, FlightRecorder: dumps}
 	if ev != nil {
 		r.EvidenceDir, r.RAS, r.Stacks, r.StacksOff, r.FRPipes = ev.Dir, ev.RAS, ev.Stacks, ev.StacksOff, ev.FRPipes
-	} else if h.plan.dir != "" && strings.HasPrefix(h.frPref, h.plan.dir+string(filepath.Separator)) {
+	} else if ours {
 		r.EvidenceDir = h.plan.dir
 	}
 	return r
