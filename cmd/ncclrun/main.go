@@ -5,9 +5,9 @@ package main
 
 import (
 	"os"
-	"os/signal"
 	"runtime/debug"
-	"syscall"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/ncclrun/ncclrun/launcher"
 )
@@ -15,13 +15,26 @@ import (
 func main() {
 	launcher.MaybeTrampoline() // a re-executed ncclrun becomes CMD here and never returns
 	launcher.SmallPages()
-	// A closed stdout or stderr must fail ncclrun's own writes with EPIPE,
-	// not kill it with SIGPIPE (the Go runtime's default for fds 1 and 2
-	// when SIGPIPE is not notified): the exit status must stay the
-	// child's. A caught signal is reset on exec, so CMD is unaffected.
-	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	setMemoryLimit()
-	os.Exit(run(os.Args, os.Stdin, os.Stdout, os.Stderr))
+	os.Exit(run(os.Args, os.Stdin, ownStdio(os.Stdout, 1), ownStdio(os.Stderr, 2)))
+}
+
+// ownStdio is ncclrun's own handle on its stdout or stderr (f, on
+// descriptor fd): a duplicate of fd (close-on-exec), or f itself where
+// none can be made.
+// A closed output must fail ncclrun's writes with EPIPE, not kill it: the
+// exit status must stay the child's, and a command whose reader went away
+// ends quietly (stdout.go). The Go runtime kills a process whose write to
+// descriptor 1 or 2 fails with EPIPE, unless it catches SIGPIPE; a
+// duplicate is not 1 or 2, so EPIPE stays an error, without the round
+// trip to the runtime's signal thread that catching a signal costs every
+// start. CMD is given the same open file as its 1 or 2 either way.
+func ownStdio(f *os.File, fd int) *os.File {
+	dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 3)
+	if err != nil {
+		return f
+	}
+	return os.NewFile(uintptr(dup), f.Name())
 }
 
 // memoryLimit is the Go runtime's soft memory limit for ncclrun (what

@@ -46,8 +46,9 @@ func (c *checkedStdout) outputFailure(err error, stderr io.Writer) (int, bool) {
 }
 
 // readerGone reports whether err is a write to a pipe (or socket) whose
-// reader has closed it: EPIPE (ncclrun catches SIGPIPE, so it gets the
-// error instead of dying of the signal).
+// reader has closed it: EPIPE (ncclrun writes through duplicates of its
+// stdout and stderr, so it gets the error instead of dying of SIGPIPE;
+// main.go).
 func readerGone(err error) bool { return errors.Is(err, syscall.EPIPE) }
 
 // quietEPIPE is err, or nil when what failed was a write to a stdout whose
