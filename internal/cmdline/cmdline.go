@@ -53,7 +53,8 @@ type Flag struct {
 	Name    string
 	Aliases []string
 	Kind    Kind
-	// Env is the variable read when the flag is not given ("": none).
+	// Env is the variable read when the flag is not given ("": none),
+	// written out so that the table is data, with no code run at start.
 	Env string
 	// Commands own the flag.
 	Commands []string
@@ -99,12 +100,6 @@ func (f Flag) Owned(command string) bool {
 	return false
 }
 
-// env is the NCCLRUN_* variable of a flag named name: --kill-after ->
-// NCCLRUN_KILL_AFTER.
-func env(name string) string {
-	return "NCCLRUN_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
-}
-
 // The groups of commands that share flags.
 var (
 	run = []string{"run"}
@@ -118,36 +113,36 @@ var (
 
 // Flags is the table, in the order help lists a command's flags.
 var Flags = []Flag{
-	{Name: "root", Kind: String, Env: env("root"), Commands: credentials, Usage: "read the system from files under `DIR` instead of the live system (tests, snapshots)"},
-	{Name: "root", Kind: String, Env: env("root"), Commands: []string{"snapshot"}, Usage: "copy the tree under `DIR` instead of the live system"},
-	{Name: "user", Kind: String, Env: env("user"), Commands: credentials, Usage: "run CMD as `USER[:GROUP]` with the user's own groups"},
-	{Name: "drop-cap", Kind: Strings, Env: env("drop-cap"), Commands: credentials, Usage: "drop capability `CAP` from CMD (repeatable, comma list)"},
-	{Name: "memlock", Kind: String, Env: env("memlock"), Commands: credentials, Usage: "start CMD with RLIMIT_MEMLOCK `SIZE` (or SOFT:HARD)"},
-	{Name: "min-memlock", Kind: String, Env: env("min-memlock"), Commands: credentials, Usage: "locked memory `SIZE` CMD must be able to pin", DefaultText: "1GiB"},
-	{Name: "nccl-debug", Kind: String, Env: env("nccl-debug"), Commands: ncclEnv, Usage: "NCCL_DEBUG `LEVEL` to set when unset", Default: "WARN"},
-	{Name: "no-ib", Kind: Bool, Env: env("no-ib"), Commands: ncclEnv, Usage: "set NCCL_IB_DISABLE=1 (when unset)"},
-	{Name: "nccl-ib", Kind: String, Env: env("nccl-ib"), Commands: ncclEnv, Usage: "`on|off`: off adds no NCCL_IB_* variable at all", Default: "on"},
-	{Name: "no-transport-probe", Kind: Bool, Env: env("no-transport-probe"), Commands: ncclEnv, Usage: "keep NCCL at WARN on stdout: do not read its INIT/NET INFO lines from a private NCCL_DEBUG_FILE to learn the transport it chose"},
-	{Name: "strict", Kind: Bool, Env: env("strict"), Commands: run, Usage: "do not start CMD when a preflight check failed (exit 78)"},
-	{Name: "no-watch", Kind: Bool, Env: env("no-watch"), Commands: ncclEnv, Usage: "exec CMD in place after preflight and env: no relay, no diagnosis"},
-	{Name: "report", Kind: String, Env: env("report"), Commands: run, Usage: "write a JSON report to `FILE` when CMD exits"},
-	{Name: "termination-log", Kind: String, Env: env("termination-log"), Commands: run, Usage: "write the termination message to `PATH` (default /dev/termination-log in Kubernetes)"},
-	{Name: "quiet", Kind: Bool, Env: env("quiet"), Commands: run, Usage: "silence preflight warnings and the exit summary (never a diagnosis)"},
-	{Name: "kill-after", Kind: Duration, Env: env("kill-after"), Commands: run, Usage: "after forwarding a terminating signal, kill the process tree after `DURATION`", DefaultText: "none while CMD runs, 30s for what it leaves behind"},
-	{Name: "no-pty", Kind: Bool, Env: env("no-pty"), Commands: run, Usage: "give CMD plain pipes even when ncclrun's output is a terminal"},
-	{Name: "on-degraded", Kind: String, Env: env("on-degraded"), Commands: run, Usage: "`warn|fail`: fail stops CMD (as SIGTERM would) once degraded-transport is certain, and exits 79", Default: "warn"},
-	{Name: "stop-grace", Kind: Duration, Env: env("stop-grace"), Commands: run, Usage: "on the first terminating signal, send --checkpoint-signal to the training processes and forward the terminating signal `DURATION` later (or once they exited)"},
-	{Name: "checkpoint-signal", Kind: String, Env: env("checkpoint-signal"), Commands: run, Usage: "the `SIG` --stop-grace sends to the training processes", DefaultText: "SIGUSR1"},
-	{Name: "misconfig-exit", Kind: String, Env: env("misconfig-exit"), Commands: run, Usage: "exit `N` instead of CMD's status when CMD failed of a certain deployment misconfiguration (memlock, shm, ...)"},
-	{Name: "hang-after", Kind: Duration, Env: env("hang-after"), Commands: run, Usage: "no line from CMD for `DURATION` while its processes live is a suspected hang", DefaultText: "0: off"},
-	{Name: "on-hang", Kind: String, Env: env("on-hang"), Commands: run, Usage: "`warn|stop`: stop stops CMD (as SIGTERM would) once a hang's evidence is captured", Default: "warn"},
-	{Name: "probe", Kind: String, Env: env("probe"), Commands: []string{"doctor"}, Usage: "pin `SIZE` bytes with mlock in a child with CMD's credentials"},
-	{Name: "json", Kind: Bool, Env: env("json"), Commands: []string{"doctor"}, Usage: "print docs/contract.md's doctor JSON"},
-	{Name: "json", Kind: Bool, Env: env("json"), Commands: []string{"explain"}, Usage: "print {\"diagnoses\": [...], \"first_failure\": ...} (docs/contract.md)"},
-	{Name: "format", Kind: String, Env: env("format"), Commands: []string{"env"}, Usage: "`shell|json`", Default: "shell"},
-	{Name: "format", Kind: String, Env: env("lint-format"), Commands: []string{"lint"}, Usage: "`text|json|sarif`", Default: "text"},
-	{Name: "fail-on", Kind: String, Env: env("lint-fail-on"), Commands: []string{"lint"}, Usage: "exit 1 when a finding is at least `error|warning|info`", Default: "error"},
-	{Name: "output", Aliases: []string{"o"}, Kind: String, Env: env("snapshot-output"), Commands: []string{"snapshot"}, Usage: "`FILE.tar.gz`, FILE.tgz, - (stdout) or a new or empty DIR (default ncclrun-snapshot-HOST-DATE.tar.gz here)"},
+	{Name: "root", Kind: String, Env: "NCCLRUN_ROOT", Commands: credentials, Usage: "read the system from files under `DIR` instead of the live system (tests, snapshots)"},
+	{Name: "root", Kind: String, Env: "NCCLRUN_ROOT", Commands: []string{"snapshot"}, Usage: "copy the tree under `DIR` instead of the live system"},
+	{Name: "user", Kind: String, Env: "NCCLRUN_USER", Commands: credentials, Usage: "run CMD as `USER[:GROUP]` with the user's own groups"},
+	{Name: "drop-cap", Kind: Strings, Env: "NCCLRUN_DROP_CAP", Commands: credentials, Usage: "drop capability `CAP` from CMD (repeatable, comma list)"},
+	{Name: "memlock", Kind: String, Env: "NCCLRUN_MEMLOCK", Commands: credentials, Usage: "start CMD with RLIMIT_MEMLOCK `SIZE` (or SOFT:HARD)"},
+	{Name: "min-memlock", Kind: String, Env: "NCCLRUN_MIN_MEMLOCK", Commands: credentials, Usage: "locked memory `SIZE` CMD must be able to pin", DefaultText: "1GiB"},
+	{Name: "nccl-debug", Kind: String, Env: "NCCLRUN_NCCL_DEBUG", Commands: ncclEnv, Usage: "NCCL_DEBUG `LEVEL` to set when unset", Default: "WARN"},
+	{Name: "no-ib", Kind: Bool, Env: "NCCLRUN_NO_IB", Commands: ncclEnv, Usage: "set NCCL_IB_DISABLE=1 (when unset)"},
+	{Name: "nccl-ib", Kind: String, Env: "NCCLRUN_NCCL_IB", Commands: ncclEnv, Usage: "`on|off`: off adds no NCCL_IB_* variable at all", Default: "on"},
+	{Name: "no-transport-probe", Kind: Bool, Env: "NCCLRUN_NO_TRANSPORT_PROBE", Commands: ncclEnv, Usage: "keep NCCL at WARN on stdout: do not read its INIT/NET INFO lines from a private NCCL_DEBUG_FILE to learn the transport it chose"},
+	{Name: "strict", Kind: Bool, Env: "NCCLRUN_STRICT", Commands: run, Usage: "do not start CMD when a preflight check failed (exit 78)"},
+	{Name: "no-watch", Kind: Bool, Env: "NCCLRUN_NO_WATCH", Commands: ncclEnv, Usage: "exec CMD in place after preflight and env: no relay, no diagnosis"},
+	{Name: "report", Kind: String, Env: "NCCLRUN_REPORT", Commands: run, Usage: "write a JSON report to `FILE` when CMD exits"},
+	{Name: "termination-log", Kind: String, Env: "NCCLRUN_TERMINATION_LOG", Commands: run, Usage: "write the termination message to `PATH` (default /dev/termination-log in Kubernetes)"},
+	{Name: "quiet", Kind: Bool, Env: "NCCLRUN_QUIET", Commands: run, Usage: "silence preflight warnings and the exit summary (never a diagnosis)"},
+	{Name: "kill-after", Kind: Duration, Env: "NCCLRUN_KILL_AFTER", Commands: run, Usage: "after forwarding a terminating signal, kill the process tree after `DURATION`", DefaultText: "none while CMD runs, 30s for what it leaves behind"},
+	{Name: "no-pty", Kind: Bool, Env: "NCCLRUN_NO_PTY", Commands: run, Usage: "give CMD plain pipes even when ncclrun's output is a terminal"},
+	{Name: "on-degraded", Kind: String, Env: "NCCLRUN_ON_DEGRADED", Commands: run, Usage: "`warn|fail`: fail stops CMD (as SIGTERM would) once degraded-transport is certain, and exits 79", Default: "warn"},
+	{Name: "stop-grace", Kind: Duration, Env: "NCCLRUN_STOP_GRACE", Commands: run, Usage: "on the first terminating signal, send --checkpoint-signal to the training processes and forward the terminating signal `DURATION` later (or once they exited)"},
+	{Name: "checkpoint-signal", Kind: String, Env: "NCCLRUN_CHECKPOINT_SIGNAL", Commands: run, Usage: "the `SIG` --stop-grace sends to the training processes", DefaultText: "SIGUSR1"},
+	{Name: "misconfig-exit", Kind: String, Env: "NCCLRUN_MISCONFIG_EXIT", Commands: run, Usage: "exit `N` instead of CMD's status when CMD failed of a certain deployment misconfiguration (memlock, shm, ...)"},
+	{Name: "hang-after", Kind: Duration, Env: "NCCLRUN_HANG_AFTER", Commands: run, Usage: "no line from CMD for `DURATION` while its processes live is a suspected hang", DefaultText: "0: off"},
+	{Name: "on-hang", Kind: String, Env: "NCCLRUN_ON_HANG", Commands: run, Usage: "`warn|stop`: stop stops CMD (as SIGTERM would) once a hang's evidence is captured", Default: "warn"},
+	{Name: "probe", Kind: String, Env: "NCCLRUN_PROBE", Commands: []string{"doctor"}, Usage: "pin `SIZE` bytes with mlock in a child with CMD's credentials"},
+	{Name: "json", Kind: Bool, Env: "NCCLRUN_JSON", Commands: []string{"doctor"}, Usage: "print docs/contract.md's doctor JSON"},
+	{Name: "json", Kind: Bool, Env: "NCCLRUN_JSON", Commands: []string{"explain"}, Usage: "print {\"diagnoses\": [...], \"first_failure\": ...} (docs/contract.md)"},
+	{Name: "format", Kind: String, Env: "NCCLRUN_FORMAT", Commands: []string{"env"}, Usage: "`shell|json`", Default: "shell"},
+	{Name: "format", Kind: String, Env: "NCCLRUN_LINT_FORMAT", Commands: []string{"lint"}, Usage: "`text|json|sarif`", Default: "text"},
+	{Name: "fail-on", Kind: String, Env: "NCCLRUN_LINT_FAIL_ON", Commands: []string{"lint"}, Usage: "exit 1 when a finding is at least `error|warning|info`", Default: "error"},
+	{Name: "output", Aliases: []string{"o"}, Kind: String, Env: "NCCLRUN_SNAPSHOT_OUTPUT", Commands: []string{"snapshot"}, Usage: "`FILE.tar.gz`, FILE.tgz, - (stdout) or a new or empty DIR (default ncclrun-snapshot-HOST-DATE.tar.gz here)"},
 	{Name: "ambient", Kind: Bool, Commands: []string{"probe-mlock"}, Usage: "raise CAP_IPC_LOCK from permitted to effective first, as CMD's ambient set would"},
 }
 
