@@ -15,6 +15,7 @@ import (
 	"sync"
 
 	"github.com/ncclrun/ncclrun/internal/advice"
+	"github.com/ncclrun/ncclrun/internal/lazy"
 )
 
 //go:embed catalog/*.json
@@ -390,7 +391,7 @@ func DefaultCatalog() *Catalog {
 // a three-digit rank, a dash, the entry's id. Files load in name order,
 // which is the catalog order (ties of priority go to the earlier file).
 // Compiled on first use: a start that prints nothing never loads a catalog.
-var catalogFileName = lazyRe(`^([0-9]{3})-([a-z0-9-]+)\.json$`)
+var catalogFileName = &lazy.Regexp{Expr: `^([0-9]{3})-([a-z0-9-]+)\.json$`}
 
 // ParseCatalogFS compiles the catalog held in the top directory of fsys:
 // one entry per file named NNN-<id>.json (one JSON object in Entry's
@@ -410,7 +411,7 @@ func parseCatalogFS(fsys fs.FS, lazy bool) (*Catalog, error) {
 	entries := make([]Entry, 0, len(des))
 	for _, de := range des { // fs.ReadDir sorts by name
 		name := de.Name()
-		m := catalogFileName().FindStringSubmatch(name)
+		m := catalogFileName.Get().FindStringSubmatch(name)
 		if m == nil || !de.Type().IsRegular() {
 			return nil, fmt.Errorf("%w: %q is not a regular file named NNN-<id>.json", ErrCatalog, name)
 		}

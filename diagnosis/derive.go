@@ -74,7 +74,7 @@ func better(a, b []string) bool {
 // of it hold (the pair gramChooser would pick); a string too short for a
 // pair passes every line.
 func setCost(set []string) int {
-	in := gramRefLines()
+	in := gramRefLines.Get()
 	var lines uint64
 	for _, s := range set {
 		if len(s) < gramLen+1 {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/ncclrun/ncclrun/internal/lazy"
 	"github.com/ncclrun/ncclrun/internal/shown"
 )
 
@@ -612,7 +613,7 @@ func (m *Matcher) noteHostAddr(p *cpattern, v *lineView) {
 
 // peerAddrRe is NCCL's way of naming the remote end of a connection in an
 // error: "from peer 10.1.0.6<56243>", "peer 172.17.0.1<48211>".
-var peerAddrRe = lazyRe(`\bpeer ([0-9A-Fa-f.:]+)<\d+>`)
+var peerAddrRe = &lazy.Regexp{Expr: `\bpeer ([0-9A-Fa-f.:]+)<\d+>`}
 
 // peerHostOf is the host whose own NCCL line showed the address line's
 // error names as its peer ("" when none did).
@@ -620,7 +621,7 @@ func (m *Matcher) peerHostOf(line string) string {
 	if len(m.addrHost) == 0 || !strings.Contains(line, "peer ") {
 		return ""
 	}
-	sm := peerAddrRe().FindStringSubmatch(line)
+	sm := peerAddrRe.Get().FindStringSubmatch(line)
 	if sm == nil {
 		return ""
 	}

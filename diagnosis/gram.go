@@ -4,7 +4,8 @@ import (
 	"encoding/binary"
 	"math/bits"
 	"strings"
-	"sync"
+
+	"github.com/ncclrun/ncclrun/internal/lazy"
 )
 
 // The gram filter is a cheaper first pass in front of the Aho-Corasick
@@ -156,7 +157,7 @@ type gramChooser struct {
 
 // gramRefLines indexes gramRef's windows by the lines that hold them (at
 // most 64 lines).
-var gramRefLines = sync.OnceValue(func() map[string]uint64 {
+var gramRefLines = &lazy.Value[map[string]uint64]{New: func() map[string]uint64 {
 	in := map[string]uint64{}
 	for k, l := range strings.Split(strings.TrimSpace(gramRef), "\n") {
 		if k == 64 {
@@ -167,9 +168,9 @@ var gramRefLines = sync.OnceValue(func() map[string]uint64 {
 		}
 	}
 	return in
-})
+}}
 
-func newGramChooser() *gramChooser { return &gramChooser{in: gramRefLines()} }
+func newGramChooser() *gramChooser { return &gramChooser{in: gramRefLines.Get()} }
 
 // choose returns two consecutive 4-byte windows of lit (len(lit) >=
 // gramLen+1) as little-endian uint32s; keep marks the reference lines they let through as covered
@@ -223,7 +224,7 @@ func buildGramFilter(pats []*cpattern, live func(i int) bool) *gramFilter {
 		}
 		f.addAll(p.grams)
 	}
-	f.addAll(summaryGrams())
+	f.addAll(summaryGrams.Get())
 	return f
 }
 
@@ -235,11 +236,11 @@ func (f *gramFilter) addAll(g litGrams) {
 
 // summaryGrams are the grams of summaryLits (torchrun.go), which every
 // filter passes.
-var summaryGrams = sync.OnceValue(func() litGrams {
+var summaryGrams = &lazy.Value[litGrams]{New: func() litGrams {
 	c := newGramChooser()
 	var g litGrams
 	for _, l := range summaryLits {
 		g.add(l, c, true)
 	}
 	return g
-})
+}}

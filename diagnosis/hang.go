@@ -10,11 +10,10 @@ package diagnosis
 import (
 	"bytes"
 	"encoding/binary"
-	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 
+	"github.com/ncclrun/ncclrun/internal/lazy"
 	"github.com/ncclrun/ncclrun/internal/printable"
 )
 
@@ -187,20 +186,20 @@ var hangLits = [][]byte{
 }
 
 // hangAutomaton finds any of hangLits in one pass over a chunk.
-var hangAutomaton = sync.OnceValue(func() *ahoCorasick {
+var hangAutomaton = &lazy.Value[*ahoCorasick]{New: func() *ahoCorasick {
 	lits := make([]string, len(hangLits))
 	owners := make([]int, len(hangLits))
 	for i, l := range hangLits {
 		lits[i] = string(l)
 	}
 	return newAhoCorasick(lits, owners)
-})
+}}
 
 // hangFilter is a gram filter (gram.go) of hangLits: for each literal the
 // two grams that end it, so that wherever it starts in a line one of
 // them stands at an even offset; the last ones, since a literal's start
 // ("NCCL", " ") is what every NCCL line holds.
-var hangFilter = sync.OnceValue(func() *gramFilter {
+var hangFilter = &lazy.Value[*gramFilter]{New: func() *gramFilter {
 	f := new(gramFilter)
 	for _, l := range hangLits {
 		k := len(l) - gramLen - 1 // len(l) > gramLen for every literal
@@ -208,7 +207,7 @@ var hangFilter = sync.OnceValue(func() *gramFilter {
 		f.add(binary.LittleEndian.Uint32(l[k+1:]))
 	}
 	return f
-})
+}}
 
 // FeedChunk reads a chunk of whole lines (a last line without "\n" is
 // read as a line).
@@ -217,7 +216,7 @@ func (s *HangScan) FeedChunk(p []byte) {
 	// healthy job pass none of its probes), then the automaton, which
 	// ends at its first literal; a line without one costs a look at its
 	// first bytes only.
-	ac, f := hangAutomaton(), hangFilter()
+	ac, f := hangAutomaton.Get(), hangFilter.Get()
 	for len(p) > 0 {
 		i := bytes.IndexByte(p, '\n')
 		var line []byte
@@ -398,36 +397,36 @@ func tagNumber(b []byte, end string) (int, []byte, bool) {
 // them.
 var (
 	// The watchdog's timeout, every version: 2.0 and earlier have no Numel.
-	watchdogRe = lazyRe(`Watchdog caught collective operation timeout: WorkNCCL\(SeqNum=(\d+),\s*OpType=(\w+)(?:,\s*NumelIn=(-?\d+),\s*NumelOut=(-?\d+))?`)
+	watchdogRe = &lazy.Regexp{Expr: `Watchdog caught collective operation timeout: WorkNCCL\(SeqNum=(\d+),\s*OpType=(\w+)(?:,\s*NumelIn=(-?\d+),\s*NumelOut=(-?\d+))?`}
 	// The PG status: 2.3 nightlies ("Exception hit in NCCL work: S"),
 	// 2.4-2.5 ("... detected by watchdog at work: S, last enqueued NCCL
 	// work: E, last completed NCCL work: C." and "Timeout at NCCL work:
 	// S, ..."), 2.6+ ("failure detected by watchdog at work sequence id:
 	// S PG status: last enqueued work: E, last completed work: C"), a dev
 	// branch ("Work timeout is detected by watchdog at work: S").
-	statusSeqRe = lazyRe(`(?:Exception hit in NCCL work|detected by watchdog at work(?: sequence id)?|Timeout at NCCL work):\s*(\d+)`)
-	countersRe  = lazyRe(`[Ll]ast enqueued (?:NCCL )?work:\s*(-?\d+),\s*last completed (?:NCCL )?work:\s*(-?\d+)`)
+	statusSeqRe = &lazy.Regexp{Expr: `(?:Exception hit in NCCL work|detected by watchdog at work(?: sequence id)?|Timeout at NCCL work):\s*(\d+)`}
+	countersRe  = &lazy.Regexp{Expr: `[Ll]ast enqueued (?:NCCL )?work:\s*(-?\d+),\s*last completed (?:NCCL )?work:\s*(-?\d+)`}
 	// The dump signal (2.3+): the counters are the monitor's PG's.
-	dumpRe = lazyRe(`Received a dump signal due to a collective timeout from\s+(?:rank\s+(\d+)|this local rank)`)
+	dumpRe = &lazy.Regexp{Expr: `Received a dump signal due to a collective timeout from\s+(?:rank\s+(\d+)|this local rank)`}
 	// The PG prefix: "[PG 0 Rank 1]", "[PG 0 (default_pg) Rank 1]", "[PG
 	// ID 2 PG GUID 3 Rank 3]", "[PG ID 0 PG GUID 0(default_pg) Rank 7]",
 	// "[PG GUID 3 Rank 1]".
-	pgRe = lazyRe(`\[PG (?:ID \d+ PG GUID |GUID )?(\d+)\s*(\([^)]*\))?\s*Rank (\d+)\]`)
+	pgRe = &lazy.Regexp{Expr: `\[PG (?:ID \d+ PG GUID |GUID )?(\d+)\s*(\([^)]*\))?\s*Rank (\d+)\]`}
 	// "[Rank N]" in the message: the rank within the work's PG.
-	workRankRe = lazyRe(`\[Rank (\d+)\]`)
+	workRankRe = &lazy.Regexp{Expr: `\[Rank (\d+)\]`}
 	// Gloo: "Timed out waiting 1800000ms for recv operation to complete".
-	glooRe = lazyRe(`Timed out waiting \d+ ?ms for (?:send|recv) operation to complete`)
+	glooRe = &lazy.Regexp{Expr: `Timed out waiting \d+ ?ms for (?:send|recv) operation to complete`}
 	// Gloo pairs closed after another rank's timeout.
-	glooClosedRe = lazyRe(`Connection closed by peer|Connection reset by peer|Application timeout caused pair closure`)
+	glooClosedRe = &lazy.Regexp{Expr: `Connection closed by peer|Connection reset by peer|Application timeout caused pair closure`}
 	// Desync debug and monitored_barrier name the ranks themselves.
-	laggingRe = lazyRe(`ranks? \[([\d,\s]+)\] (?:are|is) the lagging ranks?`)
-	barrierRe = lazyRe(`Ranks? ([\d,\s]+?) failed to pass monitoredBarrier`)
+	laggingRe = &lazy.Regexp{Expr: `ranks? \[([\d,\s]+)\] (?:are|is) the lagging ranks?`}
+	barrierRe = &lazy.Regexp{Expr: `Ranks? ([\d,\s]+?) failed to pass monitoredBarrier`}
 	// srun's end of a task: "HOST: tasks 0-3,5: Aborted", "HOST: task 12: Terminated".
-	srunTasksRe = lazyRe(`^([\w.-]+): tasks? ([\d,\-]+):`)
+	srunTasksRe = &lazy.Regexp{Expr: `^([\w.-]+): tasks? ([\d,\-]+):`}
 	// An environment dump's job size.
-	worldSizeRe = lazyRe(`\bWORLD_SIZE=(\d+)\b`)
+	worldSizeRe = &lazy.Regexp{Expr: `\bWORLD_SIZE=(\d+)\b`}
 	// The summary's rank field: "rank      : 1 (local_rank: 1)".
-	sumRankRe = lazyRe(`^rank\s+: (\d+) \(local_rank: (\d+)\)`)
+	sumRankRe = &lazy.Regexp{Expr: `^rank\s+: (\d+) \(local_rank: (\d+)\)`}
 )
 
 // feed reads one line; full says the line may carry one of hangLits.
@@ -483,7 +482,7 @@ func (s *HangScan) feed(line []byte, full bool) {
 	}
 	if m := match(watchdogRe, "Watchdog caught", body); m != nil {
 		if rank < 0 {
-			if w := workRankRe().FindSubmatch(body); w != nil {
+			if w := workRankRe.Get().FindSubmatch(body); w != nil {
 				rank, _ = strconv.Atoi(string(w[1]))
 			}
 		}
@@ -510,7 +509,7 @@ func (s *HangScan) feed(line []byte, full bool) {
 		s.record(r.withCounters(body))
 		return
 	}
-	if bytes.Contains(body, []byte("dump signal")) && dumpRe().Match(body) {
+	if bytes.Contains(body, []byte("dump signal")) && dumpRe.Get().Match(body) {
 		s.view.TimedOut = true
 		if rank < 0 {
 			return
@@ -519,7 +518,7 @@ func (s *HangScan) feed(line []byte, full bool) {
 		s.record(r.withCounters(body))
 		return
 	}
-	if bytes.Contains(body, []byte("Timed out waiting")) && glooRe().Match(body) {
+	if bytes.Contains(body, []byte("Timed out waiting")) && glooRe.Get().Match(body) {
 		s.view.TimedOut = true
 		if s.sum.on {
 			s.sum.timedOut, s.sum.line = true, keptLine(body)
@@ -529,7 +528,7 @@ func (s *HangScan) feed(line []byte, full bool) {
 		}
 		return
 	}
-	if (bytes.Contains(body, []byte("Connection")) || bytes.Contains(body, []byte("pair closure"))) && glooClosedRe().Match(body) {
+	if (bytes.Contains(body, []byte("Connection")) || bytes.Contains(body, []byte("pair closure"))) && glooClosedRe.Get().Match(body) {
 		if s.sum.on {
 			s.sum.closed, s.sum.line = true, keptLine(body)
 		}
@@ -555,7 +554,7 @@ func (s *HangScan) feed(line []byte, full bool) {
 // --nproc_per_node 8 ...").
 func (s *HangScan) sizeHints(body []byte) {
 	if rest, ok := bytes.CutPrefix(body, []byte("srun: error: ")); ok {
-		if m := srunTasksRe().FindSubmatch(rest); m != nil {
+		if m := srunTasksRe.Get().FindSubmatch(rest); m != nil {
 			host := printable.String(string(m[1]))
 			for _, r := range parseRanks(m[2]) {
 				s.sawRank(r, host)
@@ -605,7 +604,7 @@ func parseRanks(b []byte) []int {
 // withCounters is r with the PG status's last enqueued and completed
 // work of body, when it names them.
 func (r HangRecord) withCounters(body []byte) HangRecord {
-	if c := countersRe().FindSubmatch(body); c != nil {
+	if c := countersRe.Get().FindSubmatch(body); c != nil {
 		r.Counted = true
 		r.Enq, _ = strconv.ParseInt(string(c[1]), 10, 64)
 		r.Comp, _ = strconv.ParseInt(string(c[2]), 10, 64)
@@ -640,11 +639,11 @@ func nranksOf(body []byte) int {
 	return n
 }
 
-func match(re func() *regexp.Regexp, lit string, body []byte) [][]byte {
+func match(re *lazy.Regexp, lit string, body []byte) [][]byte {
 	if !bytes.Contains(body, []byte(lit)) {
 		return nil
 	}
-	return re().FindSubmatch(body)
+	return re.Get().FindSubmatch(body)
 }
 
 // lagging records the ranks a desync report or monitored_barrier named.
@@ -760,7 +759,7 @@ func (s *HangScan) summaryLine(body []byte, pod string) {
 		}
 		s.sum = sumEntry{on: true, host: printable.String(h), rank: -1, local: -1}
 	case s.sum.on && bytes.HasPrefix(b, []byte("rank      : ")):
-		if m := sumRankRe().FindSubmatch(b); m != nil {
+		if m := sumRankRe.Get().FindSubmatch(b); m != nil {
 			s.sum.rank, _ = strconv.Atoi(string(m[1]))
 			s.sum.local, _ = strconv.Atoi(string(m[2]))
 		}

@@ -323,7 +323,7 @@ func FuzzHangScan(f *testing.F) {
 
 // The hang automaton's has is a search for each of hangLits.
 func TestHangAutomatonHas(t *testing.T) {
-	ac := hangAutomaton()
+	ac := hangAutomaton.Get()
 	lines := []string{
 		"", "x", "NCCL INFO Channel 00/02 :    0   1", "node1:12:12 [0] NCCL INFO comm 0x1 rank 0 nranks 2 cudaDev 0 - Init COMPLETE",
 		"[E ProcessGroupNCCL.cpp:737] [Rank 1] Watchdog caught collective operation timeout", "Watchdog caugh", "======", "=====",
@@ -341,7 +341,7 @@ func TestHangAutomatonHas(t *testing.T) {
 // The gram filter in front of the automaton never rejects a line that
 // holds one of hangLits, wherever in the line it starts.
 func TestHangFilterKeepsEveryLiteral(t *testing.T) {
-	f := hangFilter()
+	f := hangFilter.Get()
 	for _, lit := range hangLits {
 		require.Greater(t, len(lit), gramLen, "%q has no two grams", lit)
 		for pad := 0; pad < 4; pad++ {

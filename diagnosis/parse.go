@@ -2,9 +2,8 @@ package diagnosis
 
 import (
 	"bytes"
-	"regexp"
+	"github.com/ncclrun/ncclrun/internal/lazy"
 	"strconv"
-	"sync"
 )
 
 // Line is what ParseLine found in one line of output. The zero value
@@ -47,18 +46,11 @@ type Line struct {
 // package init: every ncclrun command links this package, and only those
 // that parse output should pay for compiling them (~0.3 ms at start-up).
 var (
-	ncclPrefixRe = lazyRe(`(?:\[(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?)\] )?([A-Za-z0-9][A-Za-z0-9_.\-]*)(?::(\d{1,10}):(\d{1,10}))? \[(\d{1,6})\] (?:(.*?) )??(?:NCCL )?(WARN|INFO|TRACE|ABORT|CALL)\b ?`)
-	ncclTokenRe  = lazyRe(`\bNCCL (WARN|INFO|TRACE|ABORT|CALL)\b ?`)
-	rayPidRe     = lazyRe(`\((?:[\w.\-]+ )?pid=(\d{1,10})(?:, ip=([0-9A-Fa-f.:]+))?\)`)
-	collectorRe  = lazyRe(`^(?:\s+|\[\d+,\d+\]<std(?:out|err)>:|\[rank\d+\]:|\[default\d+\]:|\[pod/[^\]]*\] ?|\((?:[\w.\-]+ )?pid=\d+[^)]*\) ?|\|\s*\d{4}-\d\d-\d\dT[\d:.]+Z\s*\|\s*)`)
+	ncclPrefixRe = &lazy.Regexp{Expr: `(?:\[(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?)\] )?([A-Za-z0-9][A-Za-z0-9_.\-]*)(?::(\d{1,10}):(\d{1,10}))? \[(\d{1,6})\] (?:(.*?) )??(?:NCCL )?(WARN|INFO|TRACE|ABORT|CALL)\b ?`}
+	ncclTokenRe  = &lazy.Regexp{Expr: `\bNCCL (WARN|INFO|TRACE|ABORT|CALL)\b ?`}
+	rayPidRe     = &lazy.Regexp{Expr: `\((?:[\w.\-]+ )?pid=(\d{1,10})(?:, ip=([0-9A-Fa-f.:]+))?\)`}
+	collectorRe  = &lazy.Regexp{Expr: `^(?:\s+|\[\d+,\d+\]<std(?:out|err)>:|\[rank\d+\]:|\[default\d+\]:|\[pod/[^\]]*\] ?|\((?:[\w.\-]+ )?pid=\d+[^)]*\) ?|\|\s*\d{4}-\d\d-\d\dT[\d:.]+Z\s*\|\s*)`}
 )
-
-// lazyRe returns a function that compiles expr on its first call (and
-// panics there if it does not compile, as MustCompile would at init; the
-// tests call every one) and returns the same *regexp.Regexp after.
-func lazyRe(expr string) func() *regexp.Regexp {
-	return sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(expr) })
-}
 
 // ParseLine splits one line of output into NCCL's prefix fields and the
 // message. It never fails: an unrecognised line comes back with Level ""
@@ -75,7 +67,7 @@ func ParseLine(line []byte) Line {
 // check parsePrefixAt0 against it).
 func parseLineRe(line []byte) Line {
 	l := Line{Dev: -1, Start: -1}
-	if m := ncclPrefixRe().FindSubmatchIndex(line); m != nil && plausiblePrefix(line, m) {
+	if m := ncclPrefixRe.Get().FindSubmatchIndex(line); m != nil && plausiblePrefix(line, m) {
 		l.Start = m[0]
 		if m[2] >= 0 {
 			l.Time = string(line[m[2]:m[3]])
@@ -100,13 +92,13 @@ func parseLineRe(line []byte) Line {
 		l.Msg = string(line[m[1]:])
 		return l
 	}
-	if m := ncclTokenRe().FindSubmatchIndex(line); m != nil {
+	if m := ncclTokenRe.Get().FindSubmatchIndex(line); m != nil {
 		l.Level = string(line[m[2]:m[3]])
 		l.Msg = string(line[m[1]:])
 	} else {
 		l.Msg = string(bytes.TrimSpace(line))
 	}
-	if m := rayPidRe().FindSubmatchIndex(line); m != nil {
+	if m := rayPidRe.Get().FindSubmatchIndex(line); m != nil {
 		l.PID, _ = strconv.Atoi(string(line[m[2]:m[3]]))
 		if m[4] >= 0 {
 			l.Host = string(line[m[4]:m[5]])
@@ -163,7 +155,7 @@ func trimEOL(b []byte) []byte {
 // CloudWatch) and leading blanks from a line without an NCCL prefix.
 func stripCollector(b []byte) []byte {
 	for i := 0; i < 8; i++ {
-		loc := collectorRe().FindIndex(b)
+		loc := collectorRe.Get().FindIndex(b)
 		if loc == nil || loc[1] == 0 {
 			break
 		}
@@ -176,7 +168,7 @@ func stripCollector(b []byte) []byte {
 // follows the collector prefixes, indentation included.
 func stripCollectorWords(b []byte) []byte {
 	for i := 0; i < 8 && len(b) > 0 && b[0] != ' ' && b[0] != '\t'; i++ {
-		loc := collectorRe().FindIndex(b)
+		loc := collectorRe.Get().FindIndex(b)
 		if loc == nil || loc[1] == 0 {
 			break
 		}

@@ -1,11 +1,12 @@
 package diagnosis
 
 import (
-	"regexp"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/ncclrun/ncclrun/internal/lazy"
 )
 
 func TestParseLine(t *testing.T) {
@@ -75,9 +76,9 @@ func TestStripCollector(t *testing.T) {
 // TestLazyRegexpsCompile: the parser's expressions are compiled on first
 // use, so a broken one would only panic there; compile each here.
 func TestLazyRegexpsCompile(t *testing.T) {
-	for _, re := range []func() *regexp.Regexp{ncclPrefixRe, ncclTokenRe, rayPidRe, collectorRe} {
-		require.NotNil(t, re())
-		require.Same(t, re(), re(), "compiled once")
+	for _, re := range []*lazy.Regexp{ncclPrefixRe, ncclTokenRe, rayPidRe, collectorRe} {
+		require.NotNil(t, re.Get())
+		require.Same(t, re.Get(), re.Get(), "compiled once")
 	}
 }
 

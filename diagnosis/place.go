@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/ncclrun/ncclrun/internal/lazy"
 	"github.com/ncclrun/ncclrun/internal/printable"
 )
 
@@ -15,12 +16,12 @@ var (
 	// rankTagRe: torchrun/PyTorch "[rank3]:", mpirun --tag-output
 	// "[1,3]<stdout>:", torchrun --tee "[default3]:", srun --label "3: "
 	// at the start of the line.
-	rankTagRe = lazyRe(`\[rank(\d{1,7})\]:|\[\d+,(\d{1,7})\]<std(?:out|err)>:|\[default(\d{1,7})\]:|^\s*(\d{1,7}): `)
+	rankTagRe = &lazy.Regexp{Expr: `\[rank(\d{1,7})\]:|\[\d+,(\d{1,7})\]<std(?:out|err)>:|\[default(\d{1,7})\]:|^\s*(\d{1,7}): `}
 	// podTagRe: kubectl logs --prefix "[pod/NAME/CONTAINER]".
-	podTagRe = lazyRe(`^\[pod/([^/\]\s]+)/[^\]\s]*\]`)
+	podTagRe = &lazy.Regexp{Expr: `^\[pod/([^/\]\s]+)/[^\]\s]*\]`}
 	// stampRe: a date and time near the start of a line (logging, Docker,
 	// CloudWatch, GitHub Actions).
-	stampRe = lazyRe(`\b(\d{4}-\d\d-\d\d[ T_]\d\d:\d\d:\d\d(?:[.,]\d+)?)`)
+	stampRe = &lazy.Regexp{Expr: `\b(\d{4}-\d\d-\d\d[ T_]\d\d:\d\d:\d\d(?:[.,]\d+)?)`}
 )
 
 // rankHost stands for the host of a process known by its launcher's rank
@@ -36,7 +37,7 @@ func rankTag(line []byte) (int, bool) {
 	if bytes.IndexByte(line, '[') < 0 {
 		return 0, false
 	}
-	m := rankTagRe().FindSubmatch(line)
+	m := rankTagRe.Get().FindSubmatch(line)
 	if m == nil {
 		return 0, false
 	}
@@ -67,7 +68,7 @@ func placeOf(line []byte, pl Line) Place {
 	if len(head) > 256 {
 		head = head[:256]
 	}
-	if m := rankTagRe().FindSubmatch(head); m != nil {
+	if m := rankTagRe.Get().FindSubmatch(head); m != nil {
 		for _, g := range m[1:] {
 			if g != nil {
 				if r, err := strconv.Atoi(string(g)); err == nil {
@@ -78,7 +79,7 @@ func placeOf(line []byte, pl Line) Place {
 		}
 	}
 	if p.Host == "" {
-		if m := podTagRe().FindSubmatch(bytes.TrimLeft(line, " \t")); m != nil {
+		if m := podTagRe.Get().FindSubmatch(bytes.TrimLeft(line, " \t")); m != nil {
 			p.Host = printable.String(string(m[1]))
 		}
 	}
@@ -89,7 +90,7 @@ func placeOf(line []byte, pl Line) Place {
 		if len(w) > stampWindow+32 {
 			w = w[:stampWindow+32]
 		}
-		if loc := stampRe().FindSubmatchIndex(w); loc != nil && loc[2] <= stampWindow {
+		if loc := stampRe.Get().FindSubmatchIndex(w); loc != nil && loc[2] <= stampWindow {
 			p.Time = string(w[loc[2]:loc[3]])
 		}
 	}

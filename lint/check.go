@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -484,18 +485,18 @@ func after(docs int) string {
 // reports. For those its error gives the 0-based line of the problem's
 // context (the collection being parsed) or of the problem itself, and no
 // line for the first: one less than the line an editor shows.
-var parserProblems = map[string]bool{
-	"did not find expected ',' or ']'":       true,
-	"did not find expected ',' or '}'":       true,
-	"did not find expected '-' indicator":    true,
-	"did not find expected <document start>": true,
-	"did not find expected <stream-start>":   true,
-	"did not find expected key":              true,
-	"did not find expected node content":     true,
-	"found duplicate %TAG directive":         true,
-	"found duplicate %YAML directive":        true,
-	"found incompatible YAML document":       true,
-	"found undefined tag handle":             true,
+var parserProblems = []string{
+	"did not find expected ',' or ']'",
+	"did not find expected ',' or '}'",
+	"did not find expected '-' indicator",
+	"did not find expected <document start>",
+	"did not find expected <stream-start>",
+	"did not find expected key",
+	"did not find expected node content",
+	"found duplicate %TAG directive",
+	"found duplicate %YAML directive",
+	"found incompatible YAML document",
+	"found undefined tag handle",
 }
 
 // lines is the number of lines of data, as an editor and YAML number
@@ -522,7 +523,7 @@ func yamlError(err error, by, last int) string {
 		}
 		n, problem = v, p
 	}
-	if parserProblems[problem] {
+	if slices.Contains(parserProblems, problem) {
 		n++
 	}
 	if n == 0 {

@@ -1,12 +1,11 @@
 package lint
 
 import (
-	"path/filepath"
-	"regexp"
-	"strings"
-	"sync"
-
 	"github.com/ncclrun/ncclrun/internal/cmdline"
+	"github.com/ncclrun/ncclrun/internal/lazy"
+	"path/filepath"
+	"slices"
+	"strings"
 )
 
 // launch is how a container's first process relates to ncclrun.
@@ -34,12 +33,12 @@ type launch struct {
 	other bool
 }
 
-var shells = map[string]bool{"sh": true, "bash": true, "dash": true, "ash": true, "zsh": true, "ksh": true, "busybox": true}
+var shells = []string{"sh", "bash", "dash", "ash", "zsh", "ksh", "busybox"}
 
 func isNcclrun(word string) bool { return filepath.Base(word) == "ncclrun" }
 
 // scriptWord splits a shell script into rough words (compiled on first use).
-var scriptWord = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`[^\s;&|()'"]+`) })
+var scriptWord = &lazy.Regexp{Expr: `[^\s;&|()'"]+`}
 
 // parseLaunch reads argv (command then args) as the runtime will start it.
 func parseLaunch(argv []string, known bool) launch {
@@ -53,8 +52,8 @@ func parseLaunch(argv []string, known bool) launch {
 		l.ncclrun, l.direct = true, true
 		l.flags(argv[1:])
 		return l
-	case shells[first] && len(argv) >= 3 && strings.HasPrefix(argv[1], "-") && strings.Contains(argv[1], "c"):
-		words := scriptWord().FindAllString(argv[2], -1)
+	case slices.Contains(shells, first) && len(argv) >= 3 && strings.HasPrefix(argv[1], "-") && strings.Contains(argv[1], "c"):
+		words := scriptWord.Get().FindAllString(argv[2], -1)
 		for i, w := range words {
 			if isNcclrun(w) {
 				l.ncclrun, l.via = true, "a shell ("+first+" -c)"
@@ -106,7 +105,7 @@ func (l *launch) flags(args []string) {
 		}
 		switch {
 		case bad != "":
-			if !help[bad] {
+			if !slices.Contains(help, bad) {
 				l.refused(bad)
 			}
 			args = rest
@@ -123,7 +122,7 @@ func (l *launch) flags(args []string) {
 }
 
 // help are the words that make ncclrun print help and exit 0.
-var help = map[string]bool{"--help": true, "-help": true, "-h": true, "--h": true}
+var help = []string{"--help", "-help", "-h", "--h"}
 
 // refused keeps word, which run refuses, as l.bad: the first one, and
 // only for run (not l.other) and a word ncclrun will read as it stands,

@@ -24,7 +24,7 @@ func TestContractIDs(t *testing.T) {
 		got[string(r[1])] = string(r[2])
 	}
 	want := map[string]string{}
-	for _, r := range Rules {
+	for _, r := range Rules() {
 		want[r.ID] = r.Severity
 	}
 	assert.Equal(t, want, got)
@@ -70,7 +70,7 @@ func TestTable(t *testing.T) {
 		assert.True(t, seen[k], "row %s at %s has a testdata manifest", k.id, k.sev)
 	}
 	sev := map[string]string{}
-	for _, r := range Rules {
+	for _, r := range Rules() {
 		sev[r.ID] = r.Severity
 	}
 	assert.Equal(t, map[string]string{IDIPCLockInert: Error, IDNNPShell: Error, IDNoIPCLock: Error, IDUserNeedsSetid: Error,

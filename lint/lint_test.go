@@ -197,7 +197,7 @@ func TestRules(t *testing.T) {
 			gotIDs[id] = true
 		}
 	}
-	for _, r := range Rules {
+	for _, r := range Rules() {
 		assert.True(t, gotIDs[r.ID], "finding %s has a testdata manifest", r.ID)
 	}
 }
@@ -433,7 +433,7 @@ func TestSARIFShape(t *testing.T) {
 	assert.Equal(t, "2.1.0", s["version"])
 	run := s["runs"].([]any)[0].(map[string]any)
 	driver := run["tool"].(map[string]any)["driver"].(map[string]any)
-	assert.Len(t, driver["rules"], len(Rules))
+	assert.Len(t, driver["rules"], len(Rules()))
 	res := run["results"].([]any)
 	require.Len(t, res, 2)
 	r0 := res[0].(map[string]any)

@@ -201,7 +201,7 @@ func sarifLevel(sev string) string {
 func WriteSARIF(w io.Writer, r Report, version string) error {
 	log := sarifLog{Schema: "https://json.schemastore.org/sarif-2.1.0.json", Version: "2.1.0"}
 	run := sarifRun{Tool: sarifTool{Driver: sarifDriver{Name: "ncclrun lint", InformationURI: "https://github.com/ncclrun/ncclrun/blob/main/docs/lint.md", Version: version}}, Results: []sarifResult{}}
-	for _, rule := range Rules {
+	for _, rule := range Rules() {
 		run.Tool.Driver.Rules = append(run.Tool.Driver.Rules, sarifRule{ID: rule.ID, ShortDescription: sarifText{rule.Meaning}, DefaultConfiguration: sarifConfig{sarifLevel(rule.Severity)}})
 	}
 	for _, f := range r.Findings {

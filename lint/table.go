@@ -30,9 +30,7 @@ var meanings = []struct{ ID, Meaning string }{
 // Rules lists every finding id with its severity (the most severe of its
 // rows in the findings table) and meaning, in the order docs/lint.md gives
 // them (SARIF's rules too).
-var Rules = ruleList()
-
-func ruleList() []struct{ ID, Severity, Meaning string } {
+func Rules() []struct{ ID, Severity, Meaning string } {
 	rank := map[string]int{Info: 0, Warning: 1, Error: 2}
 	out := make([]struct{ ID, Severity, Meaning string }, len(meanings))
 	for i, m := range meanings {
@@ -344,7 +342,7 @@ func readFinding(f Finding) Finding {
 func psaRejected(c container) []string {
 	var out []string
 	for _, a := range c.add {
-		if n := normCap(a.name); !baselineCaps[n] {
+		if n := normCap(a.name); !slices.Contains(baselineCaps, n) {
 			out = append(out, "adding "+n)
 		}
 	}
@@ -357,7 +355,7 @@ func psaRejected(c container) []string {
 // psaLine is the line of the first thing psaRejected names.
 func psaLine(c container) int {
 	for _, a := range c.add {
-		if !baselineCaps[normCap(a.name)] {
+		if !slices.Contains(baselineCaps, normCap(a.name)) {
 			return a.line
 		}
 	}

@@ -6,12 +6,12 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
+	"github.com/ncclrun/ncclrun/internal/lazy"
 	"github.com/ncclrun/ncclrun/internal/safefile"
 )
 
@@ -238,7 +238,7 @@ func ownedBy(f *os.File, uid int) bool {
 
 // versionLine is NCCL's version banner as its INFO level prints it; at
 // WARN (VERSION) level NCCL prints the message alone.
-var versionLine = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(` NCCL INFO (NCCL version \S+.*)$`) })
+var versionLine = &lazy.Regexp{Expr: ` NCCL INFO (NCCL version \S+.*)$`}
 
 // lines gives back what NCCL would have printed at WARN of whole lines of
 // a debug file (its WARN lines as they are, the version banner), then
@@ -257,7 +257,7 @@ func (p *Probe) lines(chunk []byte) {
 		case bytes.Contains(l, []byte(" NCCL WARN ")):
 			p.gate.emit(l)
 		default:
-			if m := versionLine().FindSubmatch(l); m != nil {
+			if m := versionLine.Get().FindSubmatch(l); m != nil {
 				p.gate.emit(m[1])
 			}
 		}

@@ -85,7 +85,7 @@ func TestEnvUsedListsEveryVariableRead(t *testing.T) {
 		assert.True(t, EnvUsed(v), "%s reads %s, which EnvUsed (record.go) leaves out of snapshots", where, v)
 	}
 	// And the other way: a snapshot records no variable nothing reads.
-	for v := range envRecorded {
+	for _, v := range envRecorded {
 		assert.Contains(t, found, v, "envRecorded lists %s, which no reader looks up", v)
 	}
 }

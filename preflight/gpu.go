@@ -2,28 +2,20 @@ package preflight
 
 import (
 	"fmt"
-	"regexp"
+	"github.com/ncclrun/ncclrun/internal/lazy"
 	"strconv"
 	"strings"
-	"sync"
 )
 
 // The regular expressions are compiled on first use (lazyRe): a package
 // init runs on every start of every command, and a start of `run` on a
 // machine without a GPU never uses them.
 var (
-	driverVerRe   = lazyRe(`Kernel Module(?: for [A-Za-z0-9_]+)?\s+([0-9]+(?:\.[0-9]+)+)`)
-	kernelVerRe   = lazyRe(`^([0-9]+)\.([0-9]+)`)
-	anyVersionRe  = lazyRe(`[0-9]+(?:\.[0-9]+)+`)
+	driverVerRe   = &lazy.Regexp{Expr: `Kernel Module(?: for [A-Za-z0-9_]+)?\s+([0-9]+(?:\.[0-9]+)+)`}
+	kernelVerRe   = &lazy.Regexp{Expr: `^([0-9]+)\.([0-9]+)`}
+	anyVersionRe  = &lazy.Regexp{Expr: `[0-9]+(?:\.[0-9]+)+`}
 	peermemStatic = []string{"sys/kernel/mm/memory_peers/nv_mem/version", "sys/kernel/mm/memory_peers/nv_mem_nc/version"}
 )
-
-// lazyRe returns a function that compiles expr on its first call (and
-// panics there if it does not compile, as MustCompile would at init; the
-// tests use every one) and returns the same *regexp.Regexp after.
-func lazyRe(expr string) func() *regexp.Regexp {
-	return sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(expr) })
-}
 
 // isNvidiaDev reports whether a /dev name is a GPU's device node,
 // nvidiaN: `^nvidia[0-9]+$` (every name of /dev is tested on every start).
@@ -52,12 +44,12 @@ func (g gpuFacts) count() int {
 // ("NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.15  ..." or
 // "... Open Kernel Module for x86_64  570.86.15 ...").
 func parseDriverVersion(s string) (string, error) {
-	if m := driverVerRe().FindStringSubmatch(s); m != nil {
+	if m := driverVerRe.Get().FindStringSubmatch(s); m != nil {
 		return m[1], nil
 	}
 	first, _, _ := strings.Cut(s, "\n")
 	if strings.HasPrefix(first, "NVRM") {
-		if v := anyVersionRe().FindString(first); v != "" {
+		if v := anyVersionRe.Get().FindString(first); v != "" {
 			return v, nil
 		}
 	}
@@ -109,7 +101,7 @@ func checkGPU(g gpuFacts, problems []string) Result {
 // kernelAtLeast reports whether a kernel release ("5.15.0-91-generic") is
 // at least major.minor.
 func kernelAtLeast(release string, major, minor int) (bool, error) {
-	m := kernelVerRe().FindStringSubmatch(strings.TrimSpace(release))
+	m := kernelVerRe.Get().FindStringSubmatch(strings.TrimSpace(release))
 	if m == nil {
 		return false, fmt.Errorf("%w: kernel release %q", ErrMalformed, release)
 	}

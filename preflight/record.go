@@ -2,6 +2,7 @@ package preflight
 
 import (
 	"context"
+	"slices"
 	"strings"
 
 	"github.com/ncclrun/ncclrun/internal/environ"
@@ -83,32 +84,32 @@ func treeEnv(s sysRoot) ([]string, bool) {
 
 // envRecorded are the variables preflight reads besides the NCCL_ and
 // NCCLRUN_ prefixes (environment.go, network.go, rdma.go, config.go).
-var envRecorded = map[string]bool{
-	"HOME":                    true, // where ~/.nccl.conf is looked up
-	"KUBERNETES_SERVICE_HOST": true,
-	"KUBERNETES_SERVICE_PORT": true,
-	"KUBERNETES_PORT":         true,
-	"HOSTNAME":                true, // a pod's name is a platform clue
-	"container":               true,
-	"SLURM_JOB_ID":            true,
-	"SLURM_PROCID":            true,
-	"SLURM_JOB_NUM_NODES":     true,
-	"SLURM_NNODES":            true,
-	"PET_NNODES":              true,
-	"NNODES":                  true,
-	"OMPI_MCA_orte_num_nodes": true,
-	"WORLD_SIZE":              true,
-	"LOCAL_WORLD_SIZE":        true,
-	"MASTER_ADDR":             true,
-	"GLOO_SOCKET_IFNAME":      true,
-	"LD_LIBRARY_PATH":         true, // where libnccl.so is looked for (sanity.go)
-	"SLURM_NTASKS":            true,
-	"OMPI_COMM_WORLD_SIZE":    true,
-	"PMI_SIZE":                true,
+var envRecorded = []string{
+	"HOME", // where ~/.nccl.conf is looked up
+	"KUBERNETES_SERVICE_HOST",
+	"KUBERNETES_SERVICE_PORT",
+	"KUBERNETES_PORT",
+	"HOSTNAME", // a pod's name is a platform clue
+	"container",
+	"SLURM_JOB_ID",
+	"SLURM_PROCID",
+	"SLURM_JOB_NUM_NODES",
+	"SLURM_NNODES",
+	"PET_NNODES",
+	"NNODES",
+	"OMPI_MCA_orte_num_nodes",
+	"WORLD_SIZE",
+	"LOCAL_WORLD_SIZE",
+	"MASTER_ADDR",
+	"GLOO_SOCKET_IFNAME",
+	"LD_LIBRARY_PATH", // where libnccl.so is looked for (sanity.go)
+	"SLURM_NTASKS",
+	"OMPI_COMM_WORLD_SIZE",
+	"PMI_SIZE",
 }
 
 // EnvUsed reports whether Run may read variable name: the names it looks
 // up, NCCL_* and NCCLRUN_* (a snapshot records these and no other).
 func EnvUsed(name string) bool {
-	return envRecorded[name] || strings.HasPrefix(name, "NCCL_") || strings.HasPrefix(name, "NCCLRUN_")
+	return slices.Contains(envRecorded, name) || strings.HasPrefix(name, "NCCL_") || strings.HasPrefix(name, "NCCLRUN_")
 }

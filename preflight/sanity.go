@@ -5,16 +5,14 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/ncclrun/ncclrun/internal/lazy"
+	"github.com/ncclrun/ncclrun/internal/rlimit"
 	"io"
 	"os"
 	"path"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
-
-	"github.com/ncclrun/ncclrun/internal/rlimit"
 )
 
 // NCCLVersion is an NCCL release, as preflight learns it from the library
@@ -46,7 +44,7 @@ var ncclLibDirs = []string{"usr/lib/x86_64-linux-gnu", "usr/lib/aarch64-linux-gn
 // when no file name carries the version (a pip wheel's libnccl.so.2).
 const maxLibScan = 64 << 20
 
-var libVersionName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^libnccl\.so\.(\d+)\.(\d+)\.(\d+)$`) })
+var libVersionName = &lazy.Regexp{Expr: `^libnccl\.so\.(\d+)\.(\d+)\.(\d+)$`}
 
 // ncclVersion learns NCCL's version from the first library directory
 // holding libnccl.so*: a libnccl.so.X.Y.Z name, else "NCCL version X.Y.Z"
@@ -88,7 +86,7 @@ next:
 			continue
 		}
 		for _, n := range names {
-			if m := libVersionName().FindStringSubmatch(n); m != nil {
+			if m := libVersionName.Get().FindStringSubmatch(n); m != nil {
 				return versionOf(m[1:], d+"/"+n)
 			}
 		}
@@ -124,7 +122,7 @@ func scanLibVersion(s sysRoot, rel string) (NCCLVersion, bool) {
 	return v, ok
 }
 
-var versionString = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`NCCL version (\d+)\.(\d+)\.(\d+)`) })
+var versionString = &lazy.Regexp{Expr: `NCCL version (\d+)\.(\d+)\.(\d+)`}
 
 // findVersionString reads r in 1 MiB chunks, keeping the tail of each so a
 // string split between two is still found.
@@ -135,7 +133,7 @@ func findVersionString(r io.Reader) (NCCLVersion, bool) {
 	for {
 		n, err := r.Read(tmp)
 		buf = append(buf, tmp[:n]...)
-		if m := versionString().FindSubmatch(buf); m != nil {
+		if m := versionString.Get().FindSubmatch(buf); m != nil {
 			return versionOf([]string{string(m[1]), string(m[2]), string(m[3])}, ""), true
 		}
 		if len(buf) > keep {

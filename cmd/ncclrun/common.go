@@ -2,16 +2,15 @@ package main
 
 import (
 	"os"
-	"regexp"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/ncclrun/ncclrun/internal/caps"
 	"github.com/ncclrun/ncclrun/internal/cmdline"
+	"github.com/ncclrun/ncclrun/internal/lazy"
 	"github.com/ncclrun/ncclrun/internal/rlimit"
 	"github.com/ncclrun/ncclrun/launcher"
 	"github.com/ncclrun/ncclrun/preflight"
@@ -43,9 +42,7 @@ type settings struct {
 	hang             hangSettings // --hang-after, --on-hang (hang.go)
 }
 
-var userRE = sync.OnceValue(func() *regexp.Regexp {
-	return regexp.MustCompile(`^[A-Za-z0-9_.][A-Za-z0-9_.-]*(:[A-Za-z0-9_.][A-Za-z0-9_.-]*)?$`)
-})
+var userRE = &lazy.Regexp{Expr: `^[A-Za-z0-9_.][A-Za-z0-9_.-]*(:[A-Za-z0-9_.][A-Za-z0-9_.-]*)?$`}
 
 // checkRoot refuses a --root that is not a directory: a typo or a
 // snapshot's tarball not yet extracted would otherwise be read as an
@@ -90,7 +87,7 @@ func parseSettings(c *cli.Context) (settings, error) {
 		}
 	}
 	if owns(flagUser) {
-		if s.user = c.String(flagUser); s.user != "" && !userRE().MatchString(s.user) {
+		if s.user = c.String(flagUser); s.user != "" && !userRE.Get().MatchString(s.user) {
 			return s, usagef("--%s: %q is not USER[:GROUP]", flagUser, s.user)
 		}
 	}

@@ -9,9 +9,8 @@ package advice
 
 import (
 	"fmt"
-	"regexp"
+	"github.com/ncclrun/ncclrun/internal/lazy"
 	"strings"
-	"sync"
 )
 
 // Platform is where ncclrun runs, as preflight's environment check decides
@@ -206,7 +205,19 @@ func ambient(p Platform, w Who) string {
 }
 
 // platformLabel is how AllPlatforms introduces a platform's text.
-var platformLabel = map[Platform]string{Docker: "Docker", Kubernetes: "Kubernetes", Slurm: "Slurm", Host: "hosts"}
+func platformLabel(p Platform) string {
+	switch p {
+	case Docker:
+		return "Docker"
+	case Kubernetes:
+		return "Kubernetes"
+	case Slurm:
+		return "Slurm"
+	case Host:
+		return "hosts"
+	}
+	return ""
+}
 
 // AllPlatforms writes fix f for every platform, for readers whose platform
 // is not known (explain of a pasted log): "Docker: ...; Kubernetes: ...".
@@ -216,10 +227,10 @@ func AllPlatforms(f Fix) string {
 	for _, p := range Platforms {
 		t := Text(f, p, Who{Unknown: true})
 		if i := indexOf(texts, t); i >= 0 {
-			labels[i] += ", " + platformLabel[p]
+			labels[i] += ", " + platformLabel(p)
 			continue
 		}
-		texts, labels = append(texts, t), append(labels, platformLabel[p])
+		texts, labels = append(texts, t), append(labels, platformLabel(p))
 	}
 	parts := make([]string, len(texts))
 	for i := range texts {
@@ -238,13 +249,13 @@ func indexOf(list []string, s string) int {
 }
 
 // placeholder is compiled on first use: run's start-up never pays for it.
-var placeholder = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\{advice:([a-z-]+)\}`) })
+var placeholder = &lazy.Regexp{Expr: `\{advice:([a-z-]+)\}`}
 
 // Expand replaces every {advice:NAME} in s with AllPlatforms(NAME); an
 // unknown NAME is an error quoting it. The diagnosis catalog's fixes use it.
 func Expand(s string) (string, error) {
 	var bad string
-	re := placeholder()
+	re := placeholder.Get()
 	out := re.ReplaceAllStringFunc(s, func(m string) string {
 		name := Fix(re.FindStringSubmatch(m)[1])
 		if Text(name, Host, Who{}) == "" {

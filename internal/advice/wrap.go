@@ -29,7 +29,7 @@ func startsWithLabel(s string) bool {
 	for {
 		found := false
 		for _, p := range Platforms {
-			if l := platformLabel[p]; strings.HasPrefix(s, l) {
+			if l := platformLabel(p); strings.HasPrefix(s, l) {
 				s, found = s[len(l):], true
 				break
 			}

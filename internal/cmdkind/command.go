@@ -13,6 +13,7 @@ package cmdkind
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/ncclrun/ncclrun/internal/environ"
@@ -60,19 +61,17 @@ func (c Command) Torchrun() bool {
 func (c Command) CheckpointChildren() bool { return c.Torchrun() }
 
 // remoteLaunchers start ranks on other hosts, besides the MPI launchers.
-var remoteLaunchers = map[string]bool{
-	"srun": true, "pdsh": true, "ssh": true, "clush": true, "deepspeed": true, "horovodrun": true,
-}
+var remoteLaunchers = []string{"srun", "pdsh", "ssh", "clush", "deepspeed", "horovodrun"}
 
 // mpiLaunchers are the command names Open MPI installs as its launcher.
-var mpiLaunchers = map[string]bool{"mpirun": true, "mpiexec": true, "orterun": true, "prterun": true}
+var mpiLaunchers = []string{"mpirun", "mpiexec", "orterun", "prterun"}
 
 // remoteName reports whether the program name p (a path or a bare name)
 // starts ranks on other hosts.
 func remoteName(p string) bool {
 	base := filepath.Base(p)
 	name, _, _ := strings.Cut(base, ".")
-	return mpiLaunchers[name] || remoteLaunchers[base]
+	return slices.Contains(mpiLaunchers, name) || slices.Contains(remoteLaunchers, base)
 }
 
 // Remote returns the name of the launcher through which the command starts
@@ -111,7 +110,7 @@ func (c Command) OpenMPI() bool { return c.openMPI(c.Path) }
 func (c Command) openMPI(path string) bool {
 	base := filepath.Base(path)
 	name, suffix, _ := strings.Cut(base, ".")
-	if !mpiLaunchers[name] {
+	if !slices.Contains(mpiLaunchers, name) {
 		return false
 	}
 	if verdict, ok := nameVerdict(name, suffix); ok {
@@ -184,12 +183,12 @@ func exists(p string) bool {
 }
 
 // shells are the command names taken for a POSIX shell's -c.
-var shells = map[string]bool{"sh": true, "bash": true, "dash": true, "ash": true, "ksh": true, "mksh": true, "zsh": true}
+var shells = []string{"sh", "bash", "dash", "ash", "ksh", "mksh", "zsh"}
 
 // shellScript returns the words of `SHELL [options] -c SCRIPT [ARG0 ARGS]`:
 // SCRIPT's and the arguments that follow it (exec "$@" runs them).
 func shellScript(path string, args []string) ([]string, bool) {
-	if !shells[filepath.Base(path)] {
+	if !slices.Contains(shells, filepath.Base(path)) {
 		return nil, false
 	}
 	c := false

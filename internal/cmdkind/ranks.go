@@ -2,6 +2,7 @@ package cmdkind
 
 import (
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -17,18 +18,32 @@ type Size struct {
 // pairs are each launcher's options that take two words: Open MPI's MCA
 // parameters (--mca NAME VALUE), MPICH's and Intel MPI's variables
 // (-genv NAME VALUE).
-var pairs = map[string]map[string]bool{
-	"mpi": {"--mca": true, "-mca": true, "--gmca": true, "-gmca": true, "--prtemca": true, "-prtemca": true,
-		"--pmixmca": true, "-pmixmca": true, "-genv": true, "--genv": true, "-env": true, "--env": true},
+var pairs = []option{
+	{"mpi", []string{"--mca", "-mca", "--gmca", "-gmca", "--prtemca", "-prtemca", "--pmixmca", "-pmixmca", "-genv", "--genv", "-env", "--env"}},
 }
 
 // switches are each launcher's options that take no value; any other
 // option without "=" takes the next word, unless that begins with "-".
-var switches = map[string]map[string]bool{
-	"torchrun": {"--standalone": true, "--no-python": true, "--no_python": true, "-m": true, "--module": true, "--run-path": true, "--run_path": true},
-	"mpi": {"--oversubscribe": true, "--allow-run-as-root": true, "--tag-output": true, "--timestamp-output": true,
-		"--report-bindings": true, "--display-map": true, "--use-hwthread-cpus": true, "-q": true, "--quiet": true, "-v": true, "--verbose": true},
-	"srun": {"--exclusive": true, "-l": true, "--label": true, "-u": true, "--unbuffered": true, "--overlap": true},
+var switches = []option{
+	{"torchrun", []string{"--standalone", "--no-python", "--no_python", "-m", "--module", "--run-path", "--run_path"}},
+	{"mpi", []string{"--oversubscribe", "--allow-run-as-root", "--tag-output", "--timestamp-output", "--report-bindings", "--display-map", "--use-hwthread-cpus", "-q", "--quiet", "-v", "--verbose"}},
+	{"srun", []string{"--exclusive", "-l", "--label", "-u", "--unbuffered", "--overlap"}},
+}
+
+// option is a launcher's list of options of one kind.
+type option struct {
+	launcher string
+	names    []string
+}
+
+// optionOf reports whether name is one of launcher's options in list.
+func optionOf(list []option, launcher, name string) bool {
+	for _, o := range list {
+		if o.launcher == launcher {
+			return slices.Contains(o.names, name)
+		}
+	}
+	return false
 }
 
 // launcherOf names the launcher a word of a command line is ("torchrun",
@@ -42,7 +57,7 @@ func launcherOf(word string) string {
 	case base == "torchrun" || word == "torch.distributed.run" || word == "torch.distributed.launch",
 		word == "-mtorch.distributed.run" || word == "-mtorch.distributed.launch":
 		return "torchrun"
-	case mpiLaunchers[name]:
+	case slices.Contains(mpiLaunchers, name):
 		return "mpi"
 	case base == "srun":
 		return "srun"
@@ -77,11 +92,11 @@ func sizeFrom(kind string, opts []string) Size {
 			break // the program the launcher starts
 		}
 		name, val, hasVal := strings.Cut(a, "=")
-		if pairs[kind][name] {
+		if optionOf(pairs, kind, name) {
 			i += 2
 			continue
 		}
-		if !hasVal && !switches[kind][name] && i+1 < len(opts) && !strings.HasPrefix(opts[i+1], "-") {
+		if !hasVal && !optionOf(switches, kind, name) && i+1 < len(opts) && !strings.HasPrefix(opts[i+1], "-") {
 			i++
 			val, a = opts[i], a+" "+opts[i]
 		}

@@ -93,11 +93,38 @@ const (
 	subAll       uint64 = ^uint64(0) // WARN lines, the version banner, NCCLCHECK's "file:line -> N"
 )
 
-var subsysNames = map[string]uint64{
-	"INIT": subInit, "COLL": subColl, "P2P": subP2P, "SHM": subSHM, "NET": subNet, "GRAPH": subGraph,
-	"TUNING": subTuning, "ENV": subEnv, "ALLOC": subAlloc, "CALL": subCall, "PROXY": subProxy,
-	"NVLS": subNVLS, "BOOTSTRAP": subBootstrap, "REG": subReg, "PROFILE": subProfile, "RAS": subRAS,
-	"ALL": subAll,
+// subsysNames are NCCL_DEBUG_SUBSYS's names and their bits.
+var subsysNames = []struct {
+	name string
+	bit  uint64
+}{
+	{"INIT", subInit},
+	{"COLL", subColl},
+	{"P2P", subP2P},
+	{"SHM", subSHM},
+	{"NET", subNet},
+	{"GRAPH", subGraph},
+	{"TUNING", subTuning},
+	{"ENV", subEnv},
+	{"ALLOC", subAlloc},
+	{"CALL", subCall},
+	{"PROXY", subProxy},
+	{"NVLS", subNVLS},
+	{"BOOTSTRAP", subBootstrap},
+	{"REG", subReg},
+	{"PROFILE", subProfile},
+	{"RAS", subRAS},
+	{"ALL", subAll},
+}
+
+// subsys is the bit of a subsystem name, 0 for an unknown one.
+func subsys(name string) uint64 {
+	for _, n := range subsysNames {
+		if n.name == name {
+			return n.bit
+		}
+	}
+	return 0
 }
 
 // debugMask reads NCCL_DEBUG_SUBSYS as NCCL's debug.cc does: unset is
@@ -114,7 +141,7 @@ func debugMask(s string, set bool) uint64 {
 		s, mask = s[1:], subAll
 	}
 	for _, name := range strings.Split(s, ",") {
-		m := subsysNames[strings.ToUpper(name)]
+		m := subsys(strings.ToUpper(name))
 		if invert {
 			mask &^= m
 		} else {

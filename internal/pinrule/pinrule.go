@@ -312,25 +312,30 @@ type Row struct {
 
 func always(Input) bool { return true }
 
-func status(s Status) func(Input) Status { return func(Input) Status { return s } }
+// The constant Status functions of Table's rows (functions, not a
+// closure over the status, so that the table is data with no code run at
+// start).
+func statusOK(Input) Status   { return OK }
+func statusWarn(Input) Status { return Warn }
+func statusFail(Input) Status { return Fail }
 
 // Table is the decision, evaluated top-down.
 var Table = []Row{
 	{Name: RuleUnlimited, Doc: "CMD's soft limit is unlimited",
-		When: func(in Input) bool { return in.MemlockKnown && in.Memlock.Soft == Unlimited }, Status: status(OK)},
+		When: func(in Input) bool { return in.MemlockKnown && in.Memlock.Soft == Unlimited }, Status: statusOK},
 	{Name: RuleAmbient, Doc: "ncclrun holds CAP_IPC_LOCK in its permitted set (root, `setcap cap_ipc_lock+p`, `--user` from root) and hands it to CMD as ambient",
-		When: func(in Input) bool { return in.Cmd.Via == ViaAmbient }, Status: status(OK)},
+		When: func(in Input) bool { return in.Cmd.Via == ViaAmbient }, Status: statusOK},
 	{Name: RuleRootIPCLock, Doc: "CMD is root and CAP_IPC_LOCK is in the bounding set (root gets its bounding set at exec)",
-		When: func(in Input) bool { return in.Cmd.IPCLockEffective && in.Cmd.Root() && !in.NoRoot }, Status: status(OK)},
+		When: func(in Input) bool { return in.Cmd.IPCLockEffective && in.Cmd.Root() && !in.NoRoot }, Status: statusOK},
 	{Name: RuleCmdFileCap, Doc: "CMD's executable (a script's interpreter) grants CAP_IPC_LOCK itself as an effective file capability (`setcap cap_ipc_lock+ep`)",
-		When: func(in Input) bool { return in.Cmd.Via == ViaFile }, Status: status(OK)},
+		When: func(in Input) bool { return in.Cmd.Via == ViaFile }, Status: statusOK},
 	{Name: RuleInherited, Doc: "non-root CMD inherits CAP_IPC_LOCK that is already effective and ambient",
-		When: func(in Input) bool { return in.Cmd.IPCLockEffective }, Status: status(OK)},
+		When: func(in Input) bool { return in.Cmd.IPCLockEffective }, Status: statusOK},
 	{Name: RuleUnknown, Doc: "the limit or the credentials could not be read",
 		When:   func(in Input) bool { return !in.MemlockKnown || !in.CredsKnown },
-		Status: status(Warn), Fixes: []advice.Fix{advice.RaiseMemlock}},
+		Status: statusWarn, Fixes: []advice.Fix{advice.RaiseMemlock}},
 	{Name: RuleLimitZero, Doc: "limit 0: ibv_reg_mr/mlock fail with EPERM",
-		When: func(in Input) bool { return in.Memlock.Soft == 0 }, Status: status(Fail), Fixes: []advice.Fix{advice.RaiseMemlock}},
+		When: func(in Input) bool { return in.Memlock.Soft == 0 }, Status: statusFail, Fixes: []advice.Fix{advice.RaiseMemlock}},
 	{Name: RuleUserNS, Doc: "user namespace: capabilities neither bypass nor raise the limit",
 		When: func(in Input) bool { return in.UserNS },
 		Status: func(in Input) Status {
@@ -340,23 +345,23 @@ var Table = []Row{
 			return Fail
 		}, Fixes: []advice.Fix{advice.RaiseMemlock}, Cause: always},
 	{Name: RuleFinite, Doc: "enough for the minimum, but not unlimited as NCCL recommends",
-		When: func(in Input) bool { return in.Memlock.Soft >= in.Min }, Status: status(Warn), Fixes: []advice.Fix{advice.RaiseMemlock}},
+		When: func(in Input) bool { return in.Memlock.Soft >= in.Min }, Status: statusWarn, Fixes: []advice.Fix{advice.RaiseMemlock}},
 	{Name: RuleCmdCapLost, Doc: "ncclrun hands CMD CAP_IPC_LOCK, but CMD's executable (a script's interpreter) carries a file capability without it effective: the kernel clears the ambient set at that exec",
-		When: func(in Input) bool { return in.Cmd.LostAtExec }, Status: status(Fail), Fixes: []advice.Fix{advice.RaiseMemlock}, Cause: always},
+		When: func(in Input) bool { return in.Cmd.LostAtExec }, Status: statusFail, Fixes: []advice.Fix{advice.RaiseMemlock}, Cause: always},
 	{Name: RuleNoSetid, Doc: "`--user` needs CAP_SETUID and CAP_SETGID, which ncclrun lacks",
-		When: func(in Input) bool { return in.Cmd.LacksSetid }, Status: status(Fail), Fixes: []advice.Fix{advice.AddSetid, advice.RaiseMemlock}, Cause: always},
+		When: func(in Input) bool { return in.Cmd.LacksSetid }, Status: statusFail, Fixes: []advice.Fix{advice.AddSetid, advice.RaiseMemlock}, Cause: always},
 	{Name: RuleDropped, Doc: "`--drop-cap` removes CAP_IPC_LOCK (reproducing production)",
-		When: func(in Input) bool { return in.Plan.DropIPCLock }, Status: status(Fail), Fixes: []advice.Fix{advice.RaiseMemlock}, Cause: always},
+		When: func(in Input) bool { return in.Plan.DropIPCLock }, Status: statusFail, Fixes: []advice.Fix{advice.RaiseMemlock}, Cause: always},
 	{Name: RuleNNPFileCap, Doc: "ncclrun has a file capability, but no_new_privs made the kernel ignore it: a shell started it, or Docker kept IPC_LOCK in the bounding set only (row 7b)",
 		When: func(in Input) bool {
 			return in.nonRootBoundingOnly() && in.NoNewPrivs && in.FileCap == Yes
-		}, Status: status(Fail), Fixes: []advice.Fix{advice.ExecForm, advice.RootUser, advice.RaiseMemlock}, Cause: always},
+		}, Status: statusFail, Fixes: []advice.Fix{advice.ExecForm, advice.RootUser, advice.RaiseMemlock}, Cause: always},
 	{Name: RuleK8sTrap, Doc: "non-root, CAP_IPC_LOCK in the bounding set only (Kubernetes `runAsUser` + `capabilities.add`, `docker --user N --cap-add`)",
-		When: func(in Input) bool { return in.nonRootBoundingOnly() }, Status: status(Fail), Fixes: []advice.Fix{advice.Ambient, advice.RaiseMemlock}, Cause: always},
+		When: func(in Input) bool { return in.nonRootBoundingOnly() }, Status: statusFail, Fixes: []advice.Fix{advice.Ambient, advice.RaiseMemlock}, Cause: always},
 	{Name: RuleRootNoIPCLock, Doc: "root without CAP_IPC_LOCK (Docker's and containerd's default set)",
-		When: func(in Input) bool { return in.Cmd.Root() && !in.ipc().Bounding }, Status: status(Fail), Fixes: []advice.Fix{advice.AddIPCLock, advice.RaiseMemlock}, Cause: always},
+		When: func(in Input) bool { return in.Cmd.Root() && !in.ipc().Bounding }, Status: statusFail, Fixes: []advice.Fix{advice.AddIPCLock, advice.RaiseMemlock}, Cause: always},
 	{Name: RuleNoIPCLock, Doc: "anything else below the minimum",
-		When: func(Input) bool { return true }, Status: status(Fail), Fixes: []advice.Fix{advice.RaiseMemlock, advice.Ambient},
+		When: func(Input) bool { return true }, Status: statusFail, Fixes: []advice.Fix{advice.RaiseMemlock, advice.Ambient},
 		// A container's user without IPC_LOCK: the capability is a way
 		// out. An ordinary user on a host: the limit is. Root under
 		// SECBIT_NOROOT, or a CAP_IPC_LOCK that SECBIT_NO_CAP_AMBIENT_RAISE

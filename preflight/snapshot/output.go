@@ -7,10 +7,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
-	"sync"
 	"time"
+
+	"github.com/ncclrun/ncclrun/internal/lazy"
 )
 
 // Output is where a snapshot goes (`ncclrun snapshot --output`): a
@@ -29,7 +29,7 @@ var (
 	ErrNotEmpty = errors.New("is a directory that is not empty")
 )
 
-var hostRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`[^A-Za-z0-9._-]+`) })
+var hostRe = &lazy.Regexp{Expr: `[^A-Za-z0-9._-]+`}
 
 // defaultName is ncclrun-snapshot-<host>-<UTC date-time>.
 func defaultName(now time.Time) string {
@@ -37,7 +37,7 @@ func defaultName(now time.Time) string {
 	if err != nil || host == "" {
 		host = "unknown"
 	}
-	host = strings.Trim(hostRe().ReplaceAllString(host, "_"), "._-")
+	host = strings.Trim(hostRe.Get().ReplaceAllString(host, "_"), "._-")
 	if host == "" {
 		host = "unknown"
 	}
