@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -87,6 +88,13 @@ func newHangPlan(u *launcher.User, pipes bool) hangPlan {
 	}
 	p.rasAddr = freeLoopback()
 	return p
+}
+
+// removeDir removes the evidence directory if it is empty (and is still
+// a directory), and reports whether it did. rmdir(2) itself: os.Remove
+// would first try to unlink it, a system call more at every exit.
+func (p hangPlan) removeDir() bool {
+	return p.dir != "" && syscall.Rmdir(p.dir) == nil
 }
 
 // envHangPlan is the plan `ncclrun env` shows. run picks both per job,
@@ -411,7 +419,7 @@ func (h *hangRun) report() *hangReport {
 	h.mu.Unlock()
 	// ours: the dumps go to the evidence directory ncclrun made.
 	ours := h.plan.dir != "" && strings.HasPrefix(h.frPref, h.plan.dir+string(filepath.Separator))
-	if ev == nil && ours && os.Remove(h.plan.dir) == nil {
+	if ev == nil && ours && h.plan.removeDir() {
 		return nil // the evidence directory was empty: no dump, no capture
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -421,9 +429,7 @@ func (h *hangRun) report() *hangReport {
 		dumps = hang.ReadDumps(ctx, h.frPref)
 	}
 	if ev == nil && len(dumps) == 0 {
-		if h.plan.dir != "" {
-			_ = os.Remove(h.plan.dir) // only when empty
-		}
+		h.plan.removeDir()
 		return nil
 	}
 	r := &hangReport{Certainty: "unknown", Trigger: h.trigger, FlightRecorder: dumps}

@@ -265,7 +265,7 @@ func planChild(e *env, j runJob, rep preflight.Report) childPlan {
 			// Removed at the end when empty, also where CMD never
 			// started (127, 126, 125) and collect's report did not run.
 			cleanup := p.cleanup
-			p.cleanup = func() { cleanup(); _ = os.Remove(hp.dir) }
+			p.cleanup = func() { cleanup(); hp.removeDir() }
 		}
 	}
 	childEnv, added := j.s.composeEnv(e.environ, rep, transport, extra...)
