@@ -2,8 +2,9 @@ package diagnosis
 
 import (
 	"bytes"
-	"github.com/ncclrun/ncclrun/internal/lazy"
 	"strconv"
+
+	"github.com/ncclrun/ncclrun/internal/lazy"
 )
 
 // Line is what ParseLine found in one line of output. The zero value

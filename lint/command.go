@@ -1,11 +1,12 @@
 package lint
 
 import (
-	"github.com/ncclrun/ncclrun/internal/cmdline"
-	"github.com/ncclrun/ncclrun/internal/lazy"
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/ncclrun/ncclrun/internal/cmdline"
+	"github.com/ncclrun/ncclrun/internal/lazy"
 )
 
 // launch is how a container's first process relates to ncclrun.

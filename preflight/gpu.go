@@ -2,9 +2,10 @@ package preflight
 
 import (
 	"fmt"
-	"github.com/ncclrun/ncclrun/internal/lazy"
 	"strconv"
 	"strings"
+
+	"github.com/ncclrun/ncclrun/internal/lazy"
 )
 
 // The regular expressions are compiled on first use (lazyRe): a package

@@ -5,14 +5,15 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"github.com/ncclrun/ncclrun/internal/lazy"
-	"github.com/ncclrun/ncclrun/internal/rlimit"
 	"io"
 	"os"
 	"path"
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/ncclrun/ncclrun/internal/lazy"
+	"github.com/ncclrun/ncclrun/internal/rlimit"
 )
 
 // NCCLVersion is an NCCL release, as preflight learns it from the library

@@ -9,8 +9,9 @@ package advice
 
 import (
 	"fmt"
-	"github.com/ncclrun/ncclrun/internal/lazy"
 	"strings"
+
+	"github.com/ncclrun/ncclrun/internal/lazy"
 )
 
 // Platform is where ncclrun runs, as preflight's environment check decides
