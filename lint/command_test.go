@@ -47,7 +47,11 @@ func TestEveryRunFlagBeforeUser(t *testing.T) {
 		if f.Name == "user" {
 			continue
 		}
-		for _, form := range [][]string{{"--" + f.Name, "120s"}, {"--" + f.Name + "=120s"}, {"run", "--" + f.Name, "120s"}} {
+		v := "120s" // a duration; any string but one of a few words
+		if f.Words != nil {
+			v = f.Words[0][0]
+		}
+		for _, form := range [][]string{{"--" + f.Name, v}, {"--" + f.Name + "=" + v}, {"run", "--" + f.Name, v}} {
 			if !f.TakesValue() {
 				form[len(form)-1] = "--" + f.Name
 				if len(form) == 2 {

@@ -24,7 +24,7 @@ var meanings = []struct{ ID, Meaning string }{
 	{IDShmDefault, "a GPU container without a memory-backed volume at /dev/shm (and no hostIPC): the runtime's 64 MiB default"},
 	{IDPodSecurity, "an added capability (IPC_LOCK) that Pod Security Admission's baseline and restricted levels reject"},
 	{IDNodeMemlock, "the training process holds no CAP_IPC_LOCK, so it pins only what the node's memlock limit allows: fine where the runtime's limit is unlimited (way c), else NCCL fails"},
-	{IDNcclrunUsage, "ncclrun's command line holds a flag that `ncclrun run` does not take, a flag without its value, or a true/false or duration flag (or its NCCLRUN_* variable) with a value it refuses: ncclrun exits 2 before the command starts"},
+	{IDNcclrunUsage, "ncclrun's command line holds a flag that `ncclrun run` does not take, a flag without its value, or a true/false, duration or one-of-a-few-words flag (or its NCCLRUN_* variable) with a value it refuses: ncclrun exits 2 before the command starts"},
 }
 
 // Rules lists every finding id with its severity (the most severe of its
@@ -154,7 +154,7 @@ var table = []row{
 			return fmt.Sprintf("ncclrun's command line holds %q, which `ncclrun run` refuses (not its flag, a flag without its value, or a value the flag does not take), so ncclrun exits 2 before the command starts.", j.c.launch.bad)
 		},
 		fix: func(j *judging) string {
-			return "Remove it, or spell it as `ncclrun run --help` lists it, with a value of its kind (true or false; a duration such as 90s)."
+			return "Remove it, or spell it as `ncclrun run --help` lists it, with a value of its kind (true or false; a duration such as 90s; one of the words its help names)."
 		}},
 	{id: IDUserNeedsSetid, severity: Error,
 		applies: func(j *judging) bool { return j.v.Command.LacksSetid && j.c.launch.userSet },

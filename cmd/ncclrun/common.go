@@ -60,16 +60,15 @@ func checkRoot(root string) error {
 	return usagef("--%s %q is not a directory", flagRoot, root)
 }
 
-// ncclDebugLevel reports whether NCCL reads v as a level (its debug.cc,
-// case-insensitive): any other NCCL_DEBUG value prints nothing, not even
-// the warnings ncclrun diagnoses.
-func ncclDebugLevel(v string) bool {
-	for _, l := range []string{"VERSION", "WARN", "INFO", "ABORT", "TRACE"} {
-		if strings.EqualFold(v, l) {
-			return true
-		}
+// ownWord is what the value of flag name means among the words it takes
+// (internal/cmdline's Words); another value is a usage error.
+func ownWord(c *cli.Context, name string) (string, error) {
+	f, _ := cmdline.Lookup("", name)
+	w, err := f.Word(c.String(name))
+	if err != nil {
+		return "", usagef("--%s: %v", name, err)
 	}
-	return false
+	return w, nil
 }
 
 // parseSettings reads and validates the flags the running command owns
@@ -117,19 +116,16 @@ func parseSettings(c *cli.Context) (settings, error) {
 		if s.ncclDebug = strings.TrimSpace(c.String(flagNCCLDebug)); s.ncclDebug == "" {
 			return s, usagef("--%s: empty level (want e.g. WARN, INFO, TRACE)", flagNCCLDebug)
 		}
-		if !ncclDebugLevel(s.ncclDebug) {
+		if _, err := ownWord(c, flagNCCLDebug); err != nil {
 			return s, usagef("--%s: %q is not a level NCCL knows (VERSION, WARN, INFO, ABORT or TRACE); NCCL would print nothing", flagNCCLDebug, s.ncclDebug)
 		}
 	}
 	if owns(flagNCCLIB) {
-		switch strings.ToLower(c.String(flagNCCLIB)) {
-		case "on", "true", "1", "yes":
-			s.ncclIB = true
-		case "off", "false", "0", "no":
-			s.ncclIB = false
-		default:
-			return s, usagef("--%s: %q is not on or off", flagNCCLIB, c.String(flagNCCLIB))
+		w, err := ownWord(c, flagNCCLIB)
+		if err != nil {
+			return s, err
 		}
+		s.ncclIB = w == "on"
 	}
 	s.noIB, s.noTransportProbe, s.noWatch = c.Bool(flagNoIB), c.Bool(flagNoTransportProbe), c.Bool(flagNoWatch)
 	if c.Command.Name != "run" {

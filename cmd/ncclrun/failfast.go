@@ -43,13 +43,11 @@ type failFast struct {
 // parseFailFast reads the policy's flags; a mistake is a usage error.
 func parseFailFast(c *cli.Context) (failFast, error) {
 	var f failFast
-	switch v := strings.ToLower(strings.TrimSpace(c.String(flagOnDegraded))); v {
-	case "warn", "":
-	case "fail":
-		f.onDegradedFail = true
-	default:
-		return f, usagef("--%s: %q is not warn or fail", flagOnDegraded, c.String(flagOnDegraded))
+	w, err := ownWord(c, flagOnDegraded)
+	if err != nil {
+		return f, err
 	}
+	f.onDegradedFail = w == "fail"
 	f.stopGrace = c.Duration(flagStopGrace)
 	if f.stopGrace < 0 {
 		return f, usagef("--%s: %v is negative", flagStopGrace, f.stopGrace)

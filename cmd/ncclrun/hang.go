@@ -48,14 +48,9 @@ func parseHang(c *cli.Context) (hangSettings, error) {
 	if h.after < 0 {
 		return h, usagef("--%s: %v is negative", flagHangAfter, h.after)
 	}
-	switch v := strings.ToLower(strings.TrimSpace(c.String(flagOnHang))); v {
-	case "warn", "":
-	case "stop":
-		h.stop = true
-	default:
-		return h, usagef("--%s: %q is not warn or stop", flagOnHang, c.String(flagOnHang))
-	}
-	return h, nil
+	w, err := ownWord(c, flagOnHang)
+	h.stop = w == "stop"
+	return h, err
 }
 
 // hangPlan is where a job's hang evidence goes: the evidence directory

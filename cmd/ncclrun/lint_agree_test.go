@@ -181,6 +181,11 @@ func TestLintAgreesOnUsage(t *testing.T) {
 		{words: []string{"--stop-grace=-1s"}},
 		{env: "NCCLRUN_HANG_AFTER=-5m"},
 		{words: []string{"run", "--help"}},
+		{words: []string{"--on-hang=sometimes"}},
+		{words: []string{"--on-hang", "Stop", "--nccl-ib", "maybe"}},
+		{words: []string{"--nccl-debug", "loud"}},
+		{env: "NCCLRUN_ON_DEGRADED=bogus"},
+		{env: "NCCLRUN_NCCL_IB=no"},
 	} {
 		t.Run(strings.Join(c.words, " ")+" "+c.env, func(t *testing.T) {
 			argv := append(append([]string{}, c.words...), "--", "true")

@@ -3,8 +3,9 @@
 // that own it. cmd/ncclrun builds each command's flags from it and reads
 // the words before a command with it; lint reads the ncclrun command line
 // of a manifest with it. Of a flag's value it knows the kind's syntax
-// (true or false, a duration, Check); what a value means is each
-// command's.
+// (true or false, a duration) and, for a flag that takes one of a few
+// words, those words (Check); what a size, a signal or a path means is
+// the command's.
 //
 // A command owns exactly the rows that name it. A flag it does not own is
 // a usage error there, and that flag's variable is not read.
@@ -63,13 +64,22 @@ type Flag struct {
 	// Default is the value when neither the flag nor Env is set ("" for
 	// none); DefaultText, when set, is what help shows instead.
 	Default, DefaultText string
+	// Words, for a String flag that takes one of a few words, are those
+	// words, a group for each meaning: its first word names it, the others
+	// are synonyms. They match without case or surrounding blanks. nil:
+	// any word.
+	Words [][]string
 }
 
-// Check reports whether the flag's kind accepts value, as ncclrun checks
-// it: a Bool's true or false (strconv.ParseBool), a Duration's Go
-// duration, not negative. What a String means (a size, a signal, one of
-// a few words) is checked by the command that reads it.
+// Check reports whether the flag accepts value, as ncclrun checks it: a
+// Bool's true or false (strconv.ParseBool), a Duration's Go duration, not
+// negative, one of a String's Words. What another String means (a size, a
+// signal) is checked by the command that reads it.
 func (f Flag) Check(value string) error {
+	if f.Words != nil {
+		_, err := f.Word(value)
+		return err
+	}
 	switch f.Kind {
 	case Bool:
 		_, err := strconv.ParseBool(value)
@@ -82,6 +92,26 @@ func (f Flag) Check(value string) error {
 		return err
 	}
 	return nil
+}
+
+// Word returns what value means among f.Words: the first word of the
+// group that holds it. The error says which words the flag takes.
+func (f Flag) Word(value string) (string, error) {
+	v := strings.TrimSpace(value)
+	var names []string
+	for _, group := range f.Words {
+		for _, w := range group {
+			if strings.EqualFold(v, w) {
+				return group[0], nil
+			}
+		}
+		names = append(names, group[0])
+	}
+	list := strings.Join(names, ", ")
+	if i := strings.LastIndex(list, ", "); i >= 0 {
+		list = list[:i] + " or " + list[i+2:]
+	}
+	return "", fmt.Errorf("%q is not %s", value, list)
 }
 
 // TakesValue reports whether the flag needs a value (--flag V or --flag=V).
@@ -119,9 +149,11 @@ var Flags = []Flag{
 	{Name: "drop-cap", Kind: Strings, Env: "NCCLRUN_DROP_CAP", Commands: credentials, Usage: "drop capability `CAP` from CMD (repeatable, comma list)"},
 	{Name: "memlock", Kind: String, Env: "NCCLRUN_MEMLOCK", Commands: credentials, Usage: "start CMD with RLIMIT_MEMLOCK `SIZE` (or SOFT:HARD)"},
 	{Name: "min-memlock", Kind: String, Env: "NCCLRUN_MIN_MEMLOCK", Commands: credentials, Usage: "locked memory `SIZE` CMD must be able to pin", DefaultText: "1GiB"},
-	{Name: "nccl-debug", Kind: String, Env: "NCCLRUN_NCCL_DEBUG", Commands: ncclEnv, Usage: "NCCL_DEBUG `LEVEL` to set when unset", Default: "WARN"},
+	{Name: "nccl-debug", Kind: String, Env: "NCCLRUN_NCCL_DEBUG", Commands: ncclEnv, Usage: "NCCL_DEBUG `LEVEL` to set when unset", Default: "WARN",
+		Words: [][]string{{"VERSION"}, {"WARN"}, {"INFO"}, {"ABORT"}, {"TRACE"}}},
 	{Name: "no-ib", Kind: Bool, Env: "NCCLRUN_NO_IB", Commands: ncclEnv, Usage: "set NCCL_IB_DISABLE=1 (when unset)"},
-	{Name: "nccl-ib", Kind: String, Env: "NCCLRUN_NCCL_IB", Commands: ncclEnv, Usage: "`on|off`: off adds no NCCL_IB_* variable at all", Default: "on"},
+	{Name: "nccl-ib", Kind: String, Env: "NCCLRUN_NCCL_IB", Commands: ncclEnv, Usage: "`on|off`: off adds no NCCL_IB_* variable at all", Default: "on",
+		Words: [][]string{{"on", "true", "1", "yes"}, {"off", "false", "0", "no"}}},
 	{Name: "no-transport-probe", Kind: Bool, Env: "NCCLRUN_NO_TRANSPORT_PROBE", Commands: ncclEnv, Usage: "keep NCCL at WARN on stdout: do not read its INIT/NET INFO lines from a private NCCL_DEBUG_FILE to learn the transport it chose"},
 	{Name: "strict", Kind: Bool, Env: "NCCLRUN_STRICT", Commands: run, Usage: "do not start CMD when a preflight check failed (exit 78)"},
 	{Name: "no-watch", Kind: Bool, Env: "NCCLRUN_NO_WATCH", Commands: ncclEnv, Usage: "exec CMD in place after preflight and env: no relay, no diagnosis"},
@@ -130,12 +162,14 @@ var Flags = []Flag{
 	{Name: "quiet", Kind: Bool, Env: "NCCLRUN_QUIET", Commands: run, Usage: "silence preflight warnings and the exit summary (never a diagnosis)"},
 	{Name: "kill-after", Kind: Duration, Env: "NCCLRUN_KILL_AFTER", Commands: run, Usage: "after forwarding a terminating signal, kill the process tree after `DURATION`", DefaultText: "none while CMD runs, 30s for what it leaves behind"},
 	{Name: "no-pty", Kind: Bool, Env: "NCCLRUN_NO_PTY", Commands: run, Usage: "give CMD plain pipes even when ncclrun's output is a terminal"},
-	{Name: "on-degraded", Kind: String, Env: "NCCLRUN_ON_DEGRADED", Commands: run, Usage: "`warn|fail`: fail stops CMD (as SIGTERM would) once degraded-transport is certain, and exits 79", Default: "warn"},
+	{Name: "on-degraded", Kind: String, Env: "NCCLRUN_ON_DEGRADED", Commands: run, Usage: "`warn|fail`: fail stops CMD (as SIGTERM would) once degraded-transport is certain, and exits 79", Default: "warn",
+		Words: [][]string{{"warn", ""}, {"fail"}}},
 	{Name: "stop-grace", Kind: Duration, Env: "NCCLRUN_STOP_GRACE", Commands: run, Usage: "on the first terminating signal, send --checkpoint-signal to the training processes and forward the terminating signal `DURATION` later (or once they exited)"},
 	{Name: "checkpoint-signal", Kind: String, Env: "NCCLRUN_CHECKPOINT_SIGNAL", Commands: run, Usage: "the `SIG` --stop-grace sends to the training processes", DefaultText: "SIGUSR1"},
 	{Name: "misconfig-exit", Kind: String, Env: "NCCLRUN_MISCONFIG_EXIT", Commands: run, Usage: "exit `N` instead of CMD's status when CMD failed of a certain deployment misconfiguration (memlock, shm, ...)"},
 	{Name: "hang-after", Kind: Duration, Env: "NCCLRUN_HANG_AFTER", Commands: run, Usage: "no line from CMD for `DURATION` while its processes live is a suspected hang", DefaultText: "0: off"},
-	{Name: "on-hang", Kind: String, Env: "NCCLRUN_ON_HANG", Commands: run, Usage: "`warn|stop`: stop stops CMD (as SIGTERM would) once a hang's evidence is captured", Default: "warn"},
+	{Name: "on-hang", Kind: String, Env: "NCCLRUN_ON_HANG", Commands: run, Usage: "`warn|stop`: stop stops CMD (as SIGTERM would) once a hang's evidence is captured", Default: "warn",
+		Words: [][]string{{"warn", ""}, {"stop"}}},
 	{Name: "probe", Kind: String, Env: "NCCLRUN_PROBE", Commands: []string{"doctor"}, Usage: "pin `SIZE` bytes with mlock in a child with CMD's credentials"},
 	{Name: "json", Kind: Bool, Env: "NCCLRUN_JSON", Commands: []string{"doctor"}, Usage: "print docs/contract.md's doctor JSON"},
 	{Name: "json", Kind: Bool, Env: "NCCLRUN_JSON", Commands: []string{"explain"}, Usage: "print {\"diagnoses\": [...], \"first_failure\": ...} (docs/contract.md)"},

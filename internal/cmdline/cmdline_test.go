@@ -124,8 +124,9 @@ func TestDocumented(t *testing.T) {
 }
 
 // TestCheck: a Bool takes what strconv.ParseBool takes and a Duration a
-// Go duration, as the flag parser checks them; a String's meaning is its
-// command's.
+// Go duration, as the flag parser checks them; a String with Words takes
+// those, without case or surrounding blanks; another String's meaning is
+// its command's.
 func TestCheck(t *testing.T) {
 	for _, c := range []struct {
 		flag, value string
@@ -133,10 +134,31 @@ func TestCheck(t *testing.T) {
 	}{
 		{"quiet", "true", true}, {"quiet", "0", true}, {"quiet", "yes", false},
 		{"stop-grace", "90s", true}, {"stop-grace", "1h30m", true}, {"stop-grace", "90", false}, {"stop-grace", "2 minutes", false},
-		{"on-hang", "anything", true},
+		{"on-hang", "stop", true}, {"on-hang", " Warn ", true}, {"on-hang", "", true}, {"on-hang", "anything", false},
+		{"on-degraded", "FAIL", true}, {"on-degraded", "stop", false},
+		{"nccl-ib", "no", true}, {"nccl-ib", "maybe", false},
+		{"nccl-debug", "info", true}, {"nccl-debug", "", false}, {"nccl-debug", "LOUD", false},
+		{"checkpoint-signal", "anything", true},
 	} {
 		f, ok := Lookup("run", c.flag)
 		require.True(t, ok, c.flag)
 		assert.Equal(t, c.ok, f.Check(c.value) == nil, "--%s=%s", c.flag, c.value)
 	}
+}
+
+// TestWord: a value means the first word of its group; the error lists
+// the meanings as run says them.
+func TestWord(t *testing.T) {
+	f, ok := Lookup("run", "nccl-ib")
+	require.True(t, ok)
+	for in, want := range map[string]string{"on": "on", "YES": "on", "1": "on", " off": "off", "false": "off"} {
+		got, err := f.Word(in)
+		require.NoError(t, err, in)
+		assert.Equal(t, want, got, in)
+	}
+	_, err := f.Word("maybe")
+	assert.EqualError(t, err, `"maybe" is not on or off`)
+	f, _ = Lookup("run", "nccl-debug")
+	_, err = f.Word("loud")
+	assert.EqualError(t, err, `"loud" is not VERSION, WARN, INFO, ABORT or TRACE`)
 }
