@@ -400,10 +400,10 @@ var catalogFileName = &lazy.Regexp{Expr: `^([0-9]{3})-([a-z0-9-]+)\.json$`}
 // entry's id. Errors wrap ErrCatalog and quote the file.
 func ParseCatalogFS(fsys fs.FS) (*Catalog, error) { return parseCatalogFS(fsys, false) }
 
-// parseCatalogFS is ParseCatalogFS; with lazy, each pattern's regular
+// parseCatalogFS is ParseCatalogFS; with onFirstUse, each pattern's regular
 // expressions are compiled on its first use instead of here (see
 // newCatalog).
-func parseCatalogFS(fsys fs.FS, lazy bool) (*Catalog, error) {
+func parseCatalogFS(fsys fs.FS, onFirstUse bool) (*Catalog, error) {
 	des, err := fs.ReadDir(fsys, ".")
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrCatalog, err)
@@ -433,7 +433,7 @@ func parseCatalogFS(fsys fs.FS, lazy bool) (*Catalog, error) {
 		}
 		entries = append(entries, e)
 	}
-	return newCatalog(entries, lazy)
+	return newCatalog(entries, onFirstUse)
 }
 
 // ParseCatalog compiles a catalog given as one JSON document
@@ -454,14 +454,14 @@ func ParseCatalog(data []byte) (*Catalog, error) {
 // certainty.
 func NewCatalog(entries []Entry) (*Catalog, error) { return newCatalog(entries, false) }
 
-// newCatalog is NewCatalog; with lazy, the regular expressions of a
+// newCatalog is NewCatalog; with onFirstUse, the regular expressions of a
 // pattern (and of its entry's negative patterns) are compiled when a line
 // first reaches them, not here. Compiling all of them up front was most
 // of the cost of loading the shipped catalog (run pays it on CMD's first
 // line, explain before its first), while a log reaches a handful: the shipped catalog
 // is compiled lazily, and a broken expression in it panics on first use;
 // the tests compile it eagerly (ParseCatalogFS), so that it never does.
-func newCatalog(entries []Entry, lazy bool) (*Catalog, error) {
+func newCatalog(entries []Entry, onFirstUse bool) (*Catalog, error) {
 	c := &Catalog{byID: make(map[string]*centry, len(entries))}
 	c.entries = append([]Entry(nil), entries...)
 	for i := range c.entries {
@@ -496,7 +496,7 @@ func newCatalog(entries []Entry, lazy bool) (*Catalog, error) {
 			return nil, fmt.Errorf("%w: entry %q: %w", ErrCatalog, e.ID, err)
 		}
 		ce := &centry{Entry: *e, idx: i, markers: map[string]int{}, adequateMarker: -1}
-		if !lazy {
+		if !onFirstUse {
 			if err := ce.ready(); err != nil {
 				return nil, err
 			}
@@ -515,7 +515,7 @@ func newCatalog(entries []Entry, lazy bool) (*Catalog, error) {
 		}
 		for j := range ce.Patterns {
 			p := ce.Patterns[j]
-			cp, err := compilePattern(ce, p, lazy)
+			cp, err := compilePattern(ce, p, onFirstUse)
 			if err != nil {
 				return nil, err
 			}
@@ -609,7 +609,7 @@ func newCatalog(entries []Entry, lazy bool) (*Catalog, error) {
 		owners = append(owners, len(c.pats)+k)
 	}
 	c.lits, c.owners, c.ncand = lits, owners, len(c.pats)+len(summaryLits)
-	if !lazy {
+	if !onFirstUse {
 		c.automaton()
 	}
 	gc := newGramChooser()
@@ -644,7 +644,7 @@ func (c *Catalog) isAdequateTarget(id string) bool {
 	return false
 }
 
-func compilePattern(ce *centry, p Pattern, lazy bool) (*cpattern, error) {
+func compilePattern(ce *centry, p Pattern, onFirstUse bool) (*cpattern, error) {
 	where := fmt.Sprintf("entry %q pattern %q", ce.ID, p.Name)
 	t, err := syntax.Parse(p.Re, syntax.Perl) // as regexp.Compile parses it
 	if err != nil {
@@ -682,7 +682,7 @@ func compilePattern(ce *centry, p Pattern, lazy bool) (*cpattern, error) {
 	if len(p.Needs) > 0 && !p.Benign {
 		return nil, fmt.Errorf("%w: %s: needs without benign", ErrCatalog, where)
 	}
-	if !lazy {
+	if !onFirstUse {
 		if err := cp.ready(); err != nil {
 			return nil, err
 		}
