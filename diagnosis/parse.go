@@ -43,7 +43,7 @@ type Line struct {
 // prefix is searched, not anchored, because launchers and collectors put
 // their own prefixes (and tqdm its \r padding) in front of it.
 //
-// The expressions are compiled on first use (sync.OnceValue), not at
+// The expressions are compiled on first use (internal/lazy), not at
 // package init: every ncclrun command links this package, and only those
 // that parse output should pay for compiling them (~0.3 ms at start-up).
 var (

@@ -8,9 +8,9 @@ import (
 	"github.com/ncclrun/ncclrun/internal/lazy"
 )
 
-// The regular expressions are compiled on first use (lazyRe): a package
-// init runs on every start of every command, and a start of `run` on a
-// machine without a GPU never uses them.
+// The regular expressions are compiled on first use (internal/lazy): a
+// package init runs on every start of every command, and a start of `run`
+// on a machine without a GPU never uses them.
 var (
 	driverVerRe   = &lazy.Regexp{Expr: `Kernel Module(?: for [A-Za-z0-9_]+)?\s+([0-9]+(?:\.[0-9]+)+)`}
 	kernelVerRe   = &lazy.Regexp{Expr: `^([0-9]+)\.([0-9]+)`}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"sort"
 	"strings"
@@ -60,10 +61,20 @@ func checkRoot(root string) error {
 	return usagef("--%s %q is not a directory", flagRoot, root)
 }
 
+// wordFlag is the row of flag name, which takes one of a few words, that
+// the running command owns.
+func wordFlag(c *cli.Context, name string) cmdline.Flag {
+	f, ok := cmdline.Lookup(c.Command.Name, name)
+	if !ok || f.Words == nil {
+		panic(fmt.Sprintf("internal/cmdline: %s owns no --%s of a few words", c.Command.Name, name))
+	}
+	return f
+}
+
 // ownWord is what the value of flag name means among the words it takes
 // (internal/cmdline's Words); another value is a usage error.
 func ownWord(c *cli.Context, name string) (string, error) {
-	f, _ := cmdline.Lookup("", name)
+	f := wordFlag(c, name)
 	w, err := f.Word(c.String(name))
 	if err != nil {
 		return "", usagef("--%s: %v", name, err)
@@ -116,8 +127,9 @@ func parseSettings(c *cli.Context) (settings, error) {
 		if s.ncclDebug = strings.TrimSpace(c.String(flagNCCLDebug)); s.ncclDebug == "" {
 			return s, usagef("--%s: empty level (want e.g. WARN, INFO, TRACE)", flagNCCLDebug)
 		}
-		if _, err := ownWord(c, flagNCCLDebug); err != nil {
-			return s, usagef("--%s: %q is not a level NCCL knows (VERSION, WARN, INFO, ABORT or TRACE); NCCL would print nothing", flagNCCLDebug, s.ncclDebug)
+		f := wordFlag(c, flagNCCLDebug)
+		if _, err := f.Word(s.ncclDebug); err != nil {
+			return s, usagef("--%s: %q is not a level NCCL knows (%s); NCCL would print nothing", flagNCCLDebug, s.ncclDebug, f.Meanings())
 		}
 	}
 	if owns(flagNCCLIB) {

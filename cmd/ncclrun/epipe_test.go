@@ -98,3 +98,22 @@ func TestClosedPipeEndsQuietly(t *testing.T) {
 		})
 	}
 }
+
+// The same for stderr: a command other than run whose stderr is a pipe
+// with no reader exits with its own status (here a usage error's), not
+// killed by SIGPIPE for its write of the message.
+func TestClosedStderrKeepsStatus(t *testing.T) {
+	r, w, err := os.Pipe()
+	require.NoError(t, err)
+	require.NoError(t, r.Close())
+	cmd := exec.Command(bin, "version", "--bogus")
+	cmd.Env = baseEnv(t)
+	cmd.Stderr = w
+	err = cmd.Run()
+	require.NoError(t, w.Close())
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee)
+	ws := ee.Sys().(syscall.WaitStatus)
+	require.False(t, ws.Signaled(), "killed by %v", ws.Signal())
+	assert.Equal(t, ExitUsage, ws.ExitStatus())
+}

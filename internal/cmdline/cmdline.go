@@ -66,8 +66,8 @@ type Flag struct {
 	Default, DefaultText string
 	// Words, for a String flag that takes one of a few words, are those
 	// words, a group for each meaning: its first word names it, the others
-	// are synonyms. They match without case or surrounding blanks. nil:
-	// any word.
+	// are synonyms. They match in any case (strings.ToLower, not Unicode
+	// folding), with blanks around them. nil: any word.
 	Words [][]string
 }
 
@@ -97,21 +97,29 @@ func (f Flag) Check(value string) error {
 // Word returns what value means among f.Words: the first word of the
 // group that holds it. The error says which words the flag takes.
 func (f Flag) Word(value string) (string, error) {
-	v := strings.TrimSpace(value)
-	var names []string
+	v := strings.ToLower(strings.TrimSpace(value))
 	for _, group := range f.Words {
 		for _, w := range group {
-			if strings.EqualFold(v, w) {
+			if v == strings.ToLower(w) {
 				return group[0], nil
 			}
 		}
+	}
+	return "", fmt.Errorf("%q is not %s", value, f.Meanings())
+}
+
+// Meanings lists the first word of each of f.Words' groups, as help and
+// errors say them: "warn or stop", "VERSION, WARN, ... or TRACE".
+func (f Flag) Meanings() string {
+	var names []string
+	for _, group := range f.Words {
 		names = append(names, group[0])
 	}
 	list := strings.Join(names, ", ")
 	if i := strings.LastIndex(list, ", "); i >= 0 {
 		list = list[:i] + " or " + list[i+2:]
 	}
-	return "", fmt.Errorf("%q is not %s", value, list)
+	return list
 }
 
 // TakesValue reports whether the flag needs a value (--flag V or --flag=V).

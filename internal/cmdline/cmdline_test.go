@@ -162,3 +162,23 @@ func TestWord(t *testing.T) {
 	_, err = f.Word("loud")
 	assert.EqualError(t, err, `"loud" is not VERSION, WARN, INFO, ABORT or TRACE`)
 }
+
+// TestHelpNamesWords: a flag of a few words says them in its help, as
+// `warn|stop`, so that help and the table cannot disagree (--nccl-debug
+// names its value LEVEL, NCCL's word).
+func TestHelpNamesWords(t *testing.T) {
+	n := 0
+	for _, f := range Flags {
+		if f.Words == nil || f.Name == "nccl-debug" {
+			continue
+		}
+		var names []string
+		for _, g := range f.Words {
+			names = append(names, g[0])
+		}
+		assert.Contains(t, f.Usage, "`"+strings.Join(names, "|")+"`", "--%s", f.Name)
+		assert.Contains(t, names, f.Default, "--%s: its default is one of its words", f.Name)
+		n++
+	}
+	assert.Equal(t, 3, n)
+}
