@@ -92,6 +92,35 @@ func (p hangPlan) removeDir() bool {
 	return p.dir != "" && syscall.Rmdir(p.dir) == nil
 }
 
+// pendingHangPlan is a newHangPlan under way: run makes the directory and
+// picks the port beside its preflight (a directory on a journalling file
+// system costs a few hundred microseconds).
+type pendingHangPlan struct {
+	ch    chan hangPlan
+	taken bool
+}
+
+func startHangPlan(u *launcher.User, pipes bool) *pendingHangPlan {
+	p := &pendingHangPlan{ch: make(chan hangPlan, 1)}
+	go func() { p.ch <- newHangPlan(u, pipes) }()
+	return p
+}
+
+// take returns the plan, once it is made; the plan's owner then removes
+// its directory.
+func (p *pendingHangPlan) take() hangPlan {
+	p.taken = true
+	return <-p.ch
+}
+
+// discard removes the directory of a plan nobody took: run ended before
+// its plan stage (--strict, a signal before the start).
+func (p *pendingHangPlan) discard() {
+	if !p.taken {
+		(<-p.ch).removeDir()
+	}
+}
+
 // envHangPlan is the plan `ncclrun env` shows. run picks both per job,
 // so env shows their patterns: the directory as mktemp writes one
 // (ncclrun-hang-XXXXXXXXX under TMPDIR), the port as PORT.

@@ -245,23 +245,30 @@ func TestHangWithoutEvidenceDirWritesNothing(t *testing.T) {
 	assert.Empty(t, left, "nothing written to ncclrun's working directory")
 }
 
-// A CMD that never started (not found, not executable) leaves no
-// evidence directory behind either: each such run left an empty
-// ncclrun-hang-* in TMPDIR.
+// A CMD that never started (not found, not executable, refused by
+// --strict) leaves no evidence directory behind either: each such run left
+// an empty ncclrun-hang-* in TMPDIR.
 func TestNoStartNoEvidence(t *testing.T) {
 	notExec := filepath.Join(t.TempDir(), "not-executable")
 	require.NoError(t, os.WriteFile(notExec, []byte("#!/bin/sh\necho never\n"), 0o644))
 	for _, tc := range []struct {
 		name string
-		cmd  string
+		args []string
+		env  string
 		code int
 	}{
-		{"not found", "/nonexistent/train", ExitNotFound},
-		{"not executable", notExec, ExitNotExecutable},
+		{"not found", []string{"--", "/nonexistent/train"}, "", ExitNotFound},
+		{"not executable", []string{"--", notExec}, "", ExitNotExecutable},
+		// The network check fails: no interface matches.
+		{"strict", []string{"--strict", "--", "true"}, "NCCL_SOCKET_IFNAME==no-such-if0", ExitStrict},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tmp := t.TempDir()
-			r := invocation{args: []string{"--quiet", "--", tc.cmd}, env: []string{"TMPDIR=" + tmp}}.run(t)
+			env := []string{"TMPDIR=" + tmp}
+			if tc.env != "" {
+				env = append(env, tc.env)
+			}
+			r := invocation{args: append([]string{"--quiet"}, tc.args...), env: env}.run(t)
 			require.Equal(t, tc.code, r.code, "stderr %q", r.stderr)
 			left, err := filepath.Glob(filepath.Join(tmp, "ncclrun-hang-*"))
 			require.NoError(t, err)

@@ -106,13 +106,19 @@ func cmdRun(c *cli.Context, e *env) (err error) {
 		return err
 	}
 	end.s = &j.s
+	// The evidence directory and RAS port are made beside the preflight.
+	var hp *pendingHangPlan
+	if !j.s.noWatch && j.command(e.environ).Remote() == "" {
+		hp = startHangPlan(j.user, j.s.hang.after > 0)
+		defer hp.discard()
+	}
 	before := raiseLimits(j.s)
 	rep, err := runPreflight(c.Context, e, j, before)
 	end.rep = &rep
 	if err != nil {
 		return err
 	}
-	p := planChild(e, j, rep)
+	p := planChild(e, j, rep, hp)
 	defer p.cleanup()
 	term := launcher.Terminating()
 	if j.s.noWatch {
@@ -237,7 +243,7 @@ type childPlan struct {
 // planChild is run's plan stage: CMD's environment (NCCL variables,
 // torchrun's error file), its arguments (mpirun's -x for what was added)
 // and the launcher.Config.
-func planChild(e *env, j runJob, rep preflight.Report) childPlan {
+func planChild(e *env, j runJob, rep preflight.Report, pending *pendingHangPlan) childPlan {
 	p := childPlan{cleanup: func() {}}
 	// torchrun writes the first failing rank's exception to
 	// TORCHELASTIC_ERROR_FILE; ask for it unless the user already did.
@@ -258,8 +264,8 @@ func planChild(e *env, j runJob, rep preflight.Report) childPlan {
 	// RAS port: a CMD that starts ranks on other hosts gets none of them
 	// (ncclrun in front of each rank there captures its own).
 	var hp hangPlan
-	if !j.s.noWatch && j.command(e.environ).Remote() == "" {
-		hp = newHangPlan(j.user, j.s.hang.after > 0)
+	if pending != nil {
+		hp = pending.take()
 		extra = append(extra, hangEnv(e.environ, hp)...)
 		if hp.dir != "" {
 			// Removed at the end when empty, also where CMD never
