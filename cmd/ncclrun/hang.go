@@ -94,10 +94,11 @@ func (p hangPlan) removeDir() bool {
 
 // pendingHangPlan is a newHangPlan under way: run makes the directory and
 // picks the port beside its preflight (a directory on a journalling file
-// system costs a few hundred microseconds).
+// system costs a few hundred microseconds), and removes the directory
+// when it ends, if it is empty.
 type pendingHangPlan struct {
-	ch    chan hangPlan
-	taken bool
+	ch   chan hangPlan
+	plan *hangPlan // nil until get
 }
 
 func startHangPlan(u *launcher.User, pipes bool) *pendingHangPlan {
@@ -106,20 +107,19 @@ func startHangPlan(u *launcher.User, pipes bool) *pendingHangPlan {
 	return p
 }
 
-// take returns the plan, once it is made; the plan's owner then removes
-// its directory.
-func (p *pendingHangPlan) take() hangPlan {
-	p.taken = true
-	return <-p.ch
+// get returns the plan, once it is made.
+func (p *pendingHangPlan) get() hangPlan {
+	if p.plan == nil {
+		plan := <-p.ch
+		p.plan = &plan
+	}
+	return *p.plan
 }
 
-// discard removes the directory of a plan nobody took: run ended before
-// its plan stage (--strict, a signal before the start).
-func (p *pendingHangPlan) discard() {
-	if !p.taken {
-		(<-p.ch).removeDir()
-	}
-}
+// end removes the evidence directory if it is empty, whether or not run
+// got as far as its plan stage (--strict, a signal before the start, a
+// CMD that could not start, or one that left no dump).
+func (p *pendingHangPlan) end() { p.get().removeDir() }
 
 // envHangPlan is the plan `ncclrun env` shows. run picks both per job,
 // so env shows their patterns: the directory as mktemp writes one

@@ -110,7 +110,7 @@ func cmdRun(c *cli.Context, e *env) (err error) {
 	var hp *pendingHangPlan
 	if !j.s.noWatch && j.command(e.environ).Remote() == "" {
 		hp = startHangPlan(j.user, j.s.hang.after > 0)
-		defer hp.discard()
+		defer hp.end()
 	}
 	before := raiseLimits(j.s)
 	rep, err := runPreflight(c.Context, e, j, before)
@@ -265,14 +265,8 @@ func planChild(e *env, j runJob, rep preflight.Report, pending *pendingHangPlan)
 	// (ncclrun in front of each rank there captures its own).
 	var hp hangPlan
 	if pending != nil {
-		hp = pending.take()
+		hp = pending.get() // cmdRun removes its directory at the end
 		extra = append(extra, hangEnv(e.environ, hp)...)
-		if hp.dir != "" {
-			// Removed at the end when empty, also where CMD never
-			// started (127, 126, 125) and collect's report did not run.
-			cleanup := p.cleanup
-			p.cleanup = func() { cleanup(); hp.removeDir() }
-		}
 	}
 	childEnv, added := j.s.composeEnv(e.environ, rep, transport, extra...)
 	args, childEnv, added := j.command(childEnv).ForwardEnv(added) // -x or Open MPI's env list
