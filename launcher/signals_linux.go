@@ -13,10 +13,10 @@ import (
 // "reap"), SIGURG (the Go runtime's preemption signal, forwarding it makes
 // mpirun print "Forwarding signal 23"), SIGPROF (Go's profiler), the
 // synchronous signals tini leaves alone (SEGV, BUS, FPE, ILL, TRAP, ABRT,
-// SYS) and the real-time signals. SIGPIPE is caught, as by the minimal
-// supervisor the start-up is measured against, and not forwarded: the
-// kernel sends it to the writer of a closed pipe, which is ncclrun's
-// business, not CMD's.
+// SYS) and the real-time signals. SIGPIPE is caught and not forwarded:
+// the kernel sends it to the writer of a closed pipe, ncclrun's business,
+// not CMD's; caught, it also keeps a relay that writes to descriptor 1 or
+// 2 itself (a Config without Stdout or Stderr) from dying of it.
 var forwarded = []os.Signal{
 	unix.SIGHUP, unix.SIGINT, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2,
 	unix.SIGPIPE, unix.SIGALRM, unix.SIGTERM, unix.SIGSTKFLT, unix.SIGCONT,
